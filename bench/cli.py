@@ -1,0 +1,121 @@
+"""The ``bench`` command line: parse arguments, call a plain function, map errors to exit codes.
+
+Only this module prints. Exit codes: 0 ok, 1 unexpected bench error, 2 usage or configuration
+error, 3 endpoint error. Tracebacks appear only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from bench import __version__
+from bench.errors import BenchError, ConfigError
+from bench.presets import Preset, find_models_file, load_presets
+
+log = logging.getLogger(__name__)
+
+EXAMPLES = """\
+examples:
+  bench presets                          list the model presets in group_vars/all/models.yml
+  bench presets qwen3.8-27b-w4a16        show every field of one preset
+  bench --config-dir ~/llmrig presets    read the presets of another checkout
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser, with help a newcomer can follow."""
+    parser = argparse.ArgumentParser(
+        prog="bench",
+        description="Measure and inspect an llmrig LLM server.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--config-dir",
+        type=Path,
+        default=None,
+        help="llmrig checkout whose group_vars/all to read (default: the current "
+        "directory or its nearest parent that has one)",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs (default: off)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    presets = commands.add_parser(
+        "presets",
+        help="list model presets, or show one",
+        description="List the model presets from group_vars/all/models.yml.",
+    )
+    presets.add_argument("name", nargs="?", help="preset to show in full (default: list all)")
+    return parser
+
+
+def _presets(config_dir: Path | None) -> dict[str, Preset]:
+    models_file = find_models_file((config_dir or Path.cwd()).resolve())
+    log.debug("reading presets from %s", models_file)
+    return load_presets(models_file)
+
+
+def show_presets(console: Console, presets: dict[str, Preset]) -> None:
+    """Print one row per preset."""
+    table = Table(title="Model presets (group_vars/all/models.yml)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("preset", "served as", "format", "context", "GB"):
+        table.add_column(column, no_wrap=True)
+    for preset in presets.values():
+        table.add_row(
+            preset.name,
+            preset.served_name,
+            preset.checkpoint_format,
+            f"{preset.native_context:,}",
+            f"{preset.weights_gb:g}",
+        )
+    console.print(table)
+
+
+def show_preset(console: Console, preset: Preset) -> None:
+    """Print every field of one preset."""
+    table = Table(title=f"Preset {preset.name}", show_header=False)
+    table.add_column("field")
+    table.add_column("value")
+    for field in Preset.__slots__:
+        value = getattr(preset, field)
+        if field == "architecture":
+            for arch_field in type(value).__slots__:
+                table.add_row(f"architecture.{arch_field}", str(getattr(value, arch_field)))
+        else:
+            table.add_row(field, str(value))
+    console.print(table)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Dispatch a parsed command line."""
+    presets = _presets(args.config_dir)
+    if args.name is None:
+        show_presets(console, presets)
+    elif args.name in presets:
+        show_preset(console, presets[args.name])
+    else:
+        raise ConfigError(f"no preset {args.name!r}; known: {', '.join(presets)}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``bench`` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return run(args, Console())
+    except BenchError as exc:
+        if args.debug:
+            raise
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return exc.exit_code

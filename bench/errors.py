@@ -1,0 +1,43 @@
+"""One exception tree for everything the bench package raises.
+
+::
+
+    BenchError                 base class; the CLI maps it to an exit code and one line
+    ├── ConfigError            a setting (group_vars knob, preset, flag) is missing or wrong (exit 2)
+    │   └── PresetError        a model preset is malformed or unknown
+    └── EndpointError          the served endpoint misbehaves (exit 3)
+        ├── EndpointUnreachable    connection refused, DNS failure, timeout
+        └── EndpointProtocolError  an answer that breaks the OpenAI protocol
+"""
+
+from __future__ import annotations
+
+
+class BenchError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(BenchError):
+    """Raised when a configuration value is missing or invalid; the message names the variable."""
+
+    exit_code = 2
+
+
+class PresetError(ConfigError):
+    """Raised when a model preset is unknown or lacks a field, or a field has the wrong type."""
+
+
+class EndpointError(BenchError):
+    """Raised when the OpenAI-compatible endpoint cannot be used."""
+
+    exit_code = 3
+
+
+class EndpointUnreachable(EndpointError):
+    """Raised when no connection to the endpoint can be made."""
+
+
+class EndpointProtocolError(EndpointError):
+    """Raised when the endpoint answers with something the OpenAI protocol does not allow."""
