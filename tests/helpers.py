@@ -1,0 +1,91 @@
+"""Shared test helpers: paths, the real ansible-playbook, and its JSON results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+FAKES = REPO / "tests" / "fakes"
+GROUP_VARS = REPO / "group_vars" / "all"
+
+# Host kinds the playbook tests run against: this machine (no GPU), and this machine with a
+# protocol fake of nvidia-smi (or of lspci, before the driver) in front of PATH.
+HOSTS = {
+    "cpu": None,
+    "gpu": FAKES / "gpu-box",
+    "gpu-no-driver": FAKES / "gpu-box-no-driver",
+}
+
+
+@dataclass(frozen=True)
+class PlaybookRun:
+    """What one ansible-playbook run did, read from the ansible.posix.json callback."""
+
+    returncode: int
+    output: str
+    stats: dict[str, dict[str, int]]
+    failed_tasks: list[tuple[str, str, str]]  # (task name, task path, message)
+
+    @property
+    def changed(self) -> int:
+        return sum(host["changed"] for host in self.stats.values())
+
+
+def _message(result: dict[str, Any]) -> str:
+    parts = [result.get("msg"), result.get("argument_errors")]
+    return json.dumps([part for part in parts if part])
+
+
+def run_playbook(
+    playbook: str,
+    extra_vars: dict[str, Any] | None = None,
+    *,
+    host: str = "cpu",
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    tmp_path: Path,
+) -> PlaybookRun:
+    """Run a playbook from the repository root against localhost and parse its JSON result."""
+    command = [str(BIN / "ansible-playbook"), playbook]
+    if check:
+        command.append("--check")
+    if extra_vars:
+        vars_file = tmp_path / "extra_vars.json"
+        vars_file.write_text(json.dumps(extra_vars), encoding="utf-8")
+        command += ["-e", f"@{vars_file}"]
+    environment = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", **(env or {}))
+    fake = HOSTS[host]
+    path = [str(fake)] if fake else []
+    environment["PATH"] = os.pathsep.join([*path, str(BIN), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
+    done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        raise AssertionError(f"no JSON from ansible-playbook:\n{done.stdout}\n{done.stderr}") from exc
+    failed = [
+        (task["task"]["name"], task["task"].get("path", ""), _message(result))
+        for play in report["plays"]
+        for task in play["tasks"]
+        for result in task["hosts"].values()
+        if result.get("failed")
+    ]
+    return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed)
+
+
+def group_vars() -> dict[str, dict[str, Any]]:
+    """Every group_vars/all file, parsed, by file stem."""
+    return {path.stem: yaml.safe_load(path.read_text(encoding="utf-8")) for path in sorted(GROUP_VARS.glob("*.yml"))}
+
+
+def knob_names() -> set[str]:
+    """Every knob defined in group_vars/all."""
+    return {name for document in group_vars().values() for name in document}

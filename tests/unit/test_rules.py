@@ -1,0 +1,207 @@
+"""Cross-field rules, run on the knobs Ansible really renders, one mutation per case."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from bench import validation
+from bench.rules import RULES, Problem
+
+QWEN3_32B = {
+    "model": "qwen3-32b-awq",
+    "vllm_tool_call_parser": "hermes",
+    "vllm_quantization": "awq_marlin",
+    "vllm_max_model_len": 32768,
+    "vllm_language_model_only": False,
+}
+QWEN36 = {"model": "qwen3.6-35b-a3b-awq"}
+
+
+def _problems(rendered: dict[str, Any], overrides: dict[str, Any], host: dict[str, Any] | None = None) -> list[Problem]:
+    knobs = {**copy.deepcopy(rendered["knobs"]), **overrides}
+    facts = host if host is not None else rendered["host"]
+    return validation.check(knobs, facts, validation.resolve(knobs, facts))
+
+
+def _errors(problems: list[Problem]) -> list[Problem]:
+    return [problem for problem in problems if problem.severity == "error"]
+
+
+def _with_cc(rendered: dict[str, Any], cc: str) -> dict[str, Any]:
+    host = copy.deepcopy(rendered["host"])
+    for gpu in host["gpus"]:
+        gpu["compute_capability"] = cc
+    return host
+
+
+def test_rendered_defaults_resolve_per_host(rendered_cpu: dict[str, Any], rendered_gpu: dict[str, Any]) -> None:
+    """model: auto and vllm_device: auto pick gemma3-270m on cpu and Qwen3.8 on the two-GPU box."""
+    assert (rendered_cpu["device"], rendered_cpu["model"]) == ("cpu", "gemma3-270m")
+    assert (rendered_gpu["device"], rendered_gpu["model"]) == ("cuda", "qwen3.8-27b-w4a16")
+    gpu = rendered_gpu["knobs"]
+    assert (gpu["vllm_tensor_parallel_size"], gpu["vllm_kv_cache_dtype"], gpu["vllm_attention_backend"]) == (
+        2,
+        "fp8",
+        "TRITON_ATTN",
+    )
+    cpu = rendered_cpu["knobs"]
+    assert (cpu["vllm_tensor_parallel_size"], cpu["vllm_kv_cache_dtype"], cpu["vllm_attention_backend"]) == (
+        1,
+        "auto",
+        "",
+    )
+
+
+GOOD = [
+    ("cpu", {}),
+    ("cpu", {"inference_engine": "llamacpp"}),
+    ("cpu", {"inference_engine": "ollama"}),
+    ("gpu", {}),
+    ("gpu", {"vllm_mtp": True, "vllm_mtp_tokens": 2}),
+    ("gpu", QWEN36),
+    ("gpu", QWEN3_32B),
+    ("gpu", {"inference_engine": "ollama"}),
+    ("gpu", {**QWEN3_32B, "inference_engine": "llamacpp"}),
+    ("gpu", {"vllm_max_model_len": 524288, "vllm_rope_override": {"rope_scaling": {"rope_type": "yarn"}}}),
+    ("gpu", {"vllm_host": "192.168.1.10"}),
+    ("gpu", {"llmrig_api_key": "a" * 32}),
+]
+
+
+@pytest.mark.parametrize(("host", "overrides"), GOOD, ids=[f"{h}-{o}" for h, o in GOOD])
+def test_good_configurations_pass(host: str, overrides: dict[str, Any], request: pytest.FixtureRequest) -> None:
+    """Shipped defaults and sensible overrides raise no error."""
+    rendered = request.getfixturevalue(f"rendered_{host}")
+    assert _errors(_problems(rendered, overrides)) == []
+
+
+BAD = [
+    ("cpu", {"inference_engine": "docker"}, "inference_engine"),
+    ("cpu", {"vllm_device": "gpu"}, "vllm_device"),
+    ("cpu", {"vllm_device": "cuda"}, "vllm_device"),
+    ("cpu", {"model": "llama-70b"}, "model"),
+    ("cpu", {"model_auto_cpu": "missing"}, "model_auto_cpu"),
+    ("cpu", {"model_presets": {}}, "model_presets"),
+    ("cpu", {"model_presets": {"gemma3-270m": {"family": "gemma3"}}}, "model_presets.gemma3-270m"),
+    ("cpu", {"model": "qwen3.8-27b-w4a16"}, "model"),
+    ("cpu", {"vllm_tensor_parallel_size": 2}, "vllm_tensor_parallel_size"),
+    ("gpu", {"vllm_tensor_parallel_size": 4}, "vllm_tensor_parallel_size"),
+    ("gpu", {"vllm_pipeline_parallel_size": 2}, "vllm_tensor_parallel_size"),
+    ("gpu", {"vllm_tensor_parallel_size": 0}, "vllm_tensor_parallel_size"),
+    ("gpu", {"vllm_tool_call_parser": "hermes"}, "vllm_tool_call_parser"),
+    ("gpu", {**QWEN3_32B, "vllm_tool_call_parser": "qwen3_coder"}, "vllm_tool_call_parser"),
+    ("gpu", {"vllm_tool_call_parser": "", "vllm_enable_auto_tool_choice": True}, "vllm_enable_auto_tool_choice"),
+    ("gpu", {"vllm_reasoning_parser": "deepseek_r1"}, "vllm_reasoning_parser"),
+    ("cpu", {"vllm_reasoning_parser": "qwen3"}, "vllm_reasoning_parser"),
+    ("gpu", {"vllm_quantization": "awq_marlin"}, "vllm_quantization"),
+    ("gpu", {**QWEN3_32B, "vllm_quantization": "compressed-tensors"}, "vllm_quantization"),
+    ("gpu", {"vllm_max_num_batched_tokens": 2048}, "vllm_max_num_batched_tokens"),
+    ("gpu", {**QWEN3_32B, "vllm_max_num_batched_tokens": 4, "vllm_max_num_seqs": 8}, "vllm_max_num_batched_tokens"),
+    ("gpu", {"vllm_max_num_seqs": 0}, "vllm_max_num_seqs"),
+    ("gpu", {**QWEN3_32B, "vllm_mtp": True}, "vllm_mtp"),
+    ("cpu", {"vllm_mtp": True}, "vllm_mtp"),
+    ("gpu", {"vllm_mtp": True, "vllm_mtp_tokens": 9}, "vllm_mtp_tokens"),
+    ("gpu", {"vllm_max_model_len": 524288}, "vllm_max_model_len"),
+    ("gpu", {"vllm_max_model_len": "lots"}, "vllm_max_model_len"),
+    ("gpu", {**QWEN3_32B, "inference_engine": "ollama", "ollama_context_length": 65536}, "ollama_context_length"),
+    ("gpu", {"llmrig_disk_headroom_gib": 10**7}, "llmrig_models_dir"),
+    ("gpu", {"open_webui_port": 8000}, "open_webui_port"),
+    ("gpu", {"llamacpp_port": 70000}, "llamacpp_port"),
+    ("cpu", {"vllm_kv_cache_dtype": "fp8"}, "vllm_kv_cache_dtype"),
+    ("gpu", {"vllm_attention_backend": "FLASH_ATTN"}, "vllm_attention_backend"),
+    ("cpu", {"vllm_attention_backend": "TRITON_ATTN"}, "vllm_attention_backend"),
+    ("gpu", {"vllm_gpu_memory_utilization": 1.5}, "vllm_gpu_memory_utilization"),
+    ("gpu", {"vllm_kv_cache_memory_bytes": "four gigs"}, "vllm_kv_cache_memory_bytes"),
+    ("cpu", {"vllm_cpu_kvcache_space_gib": 10**4}, "vllm_cpu_kvcache_space_gib"),
+    ("gpu", {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
+    ("gpu", {"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, "llmrig_allowed_client_cidrs"),
+    ("gpu", {"ollama_host": "my-box"}, "ollama_host"),
+    ("gpu", {"llmrig_api_key": "short"}, "llmrig_api_key"),
+    ("gpu", {"inference_engine": "llamacpp"}, "model"),
+]
+
+
+@pytest.mark.parametrize(
+    ("host", "overrides", "variable"), BAD, ids=[f"{h}-{v}-{i}" for i, (h, _, v) in enumerate(BAD)]
+)
+def test_bad_configuration_names_the_variable(
+    host: str, overrides: dict[str, Any], variable: str, request: pytest.FixtureRequest
+) -> None:
+    """Each broken configuration yields an error whose variable is the knob to change."""
+    rendered = request.getfixturevalue(f"rendered_{host}")
+    errors = _errors(_problems(rendered, overrides))
+    assert variable in [error.variable for error in errors], errors
+    assert all(error.render().startswith(f"{error.variable}: ") for error in errors)
+
+
+def test_fp8_needs_compute_capability_8_9(rendered_gpu: dict[str, Any]) -> None:
+    """fp8 KV passes on sm_120 and sm_89 and fails on an Ampere card (8.6)."""
+    assert _errors(_problems(rendered_gpu, {}, _with_cc(rendered_gpu, "8.9"))) == []
+    errors = _errors(_problems(rendered_gpu, {}, _with_cc(rendered_gpu, "8.6")))
+    assert [error.variable for error in errors] == ["vllm_kv_cache_dtype"]
+    assert _errors(_problems(rendered_gpu, {"vllm_kv_cache_dtype": "auto"}, _with_cc(rendered_gpu, "8.6"))) == []
+
+
+def test_tensor_parallel_must_divide_attention_heads(rendered_gpu: dict[str, Any]) -> None:
+    """TP 3 on a four-GPU box cannot split Qwen3.6's 16 attention heads."""
+    host = copy.deepcopy(rendered_gpu["host"])
+    host["gpus"] = host["gpus"] * 2
+    errors = _errors(_problems(rendered_gpu, {**QWEN36, "vllm_tensor_parallel_size": 3}, host))
+    assert [error.variable for error in errors] == ["vllm_tensor_parallel_size"]
+    assert "does not divide the 16 attention heads" in errors[0].message
+
+
+def test_unknown_compute_capability_warns(rendered_gpu: dict[str, Any]) -> None:
+    """A GPU whose capability lspci could not tell gets a warning, not an error."""
+    problems = _problems(rendered_gpu, {}, _with_cc(rendered_gpu, ""))
+    assert _errors(problems) == []
+    assert "vllm_kv_cache_dtype" in [problem.variable for problem in problems if problem.severity == "warning"]
+
+
+def test_non_debian_host_fails(rendered_cpu: dict[str, Any]) -> None:
+    """A host that is not Debian-family is refused before any apt task could run."""
+    host = copy.deepcopy(rendered_cpu["host"])
+    host["os"] = {"family": "rhel", "pretty_name": "Rocky Linux 9"}
+    assert [error.variable for error in _errors(_problems(rendered_cpu, {}, host))] == ["inventory"]
+
+
+def test_unpinned_revision_warns(rendered_gpu: dict[str, Any]) -> None:
+    """A branch name as revision is allowed but warned about."""
+    problems = _problems(rendered_gpu, {"vllm_model_revision": "main"})
+    assert _errors(problems) == []
+    assert [p.variable for p in problems if p.severity == "warning"] == ["vllm_model_revision"]
+
+
+def test_high_memory_utilization_warns(rendered_gpu: dict[str, Any]) -> None:
+    """0.97 is legal but leaves no room for what the profiler misses."""
+    problems = _problems(rendered_gpu, {"vllm_gpu_memory_utilization": 0.97})
+    assert [p.variable for p in problems] == ["vllm_gpu_memory_utilization"]
+    assert problems[0].severity == "warning"
+
+
+def test_every_rule_is_exercised() -> None:
+    """Each rule in RULES has at least one failing case above (no rule ships untested)."""
+    tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
+    produced = {
+        "rule_host_os": "inventory",
+        "rule_engine_serves_preset": "model",
+        "rule_parallelism": "vllm_tensor_parallel_size",
+        "rule_parsers": "vllm_tool_call_parser",
+        "rule_quantization": "vllm_quantization",
+        "rule_batching": "vllm_max_num_batched_tokens",
+        "rule_mtp": "vllm_mtp",
+        "rule_context": "vllm_max_model_len",
+        "rule_disk": "llmrig_models_dir",
+        "rule_ports": "open_webui_port",
+        "rule_kv_cache_dtype": "vllm_kv_cache_dtype",
+        "rule_device_flags": "vllm_gpu_memory_utilization",
+        "rule_cpu_memory": "vllm_cpu_kvcache_space_gib",
+        "rule_network": "llmrig_allowed_client_cidrs",
+        "rule_secrets": "llmrig_api_key",
+        "rule_pinned_revision": "vllm_model_revision",
+    }
+    assert {rule.__name__ for rule in RULES} == set(produced)
+    assert set(produced.values()) <= tested
