@@ -1,0 +1,48 @@
+"""The llmrig filter plugin: the same rules as bench, reachable even without an installed bench."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.helpers import REPO
+
+PLUGIN = REPO / "ansible" / "plugins" / "filter" / "llmrig.py"
+
+
+def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
+    """With no installed bench on the path (site disabled), the plugin imports bench from the checkout."""
+    script = (
+        "import importlib.util, sys\n"
+        "assert importlib.util.find_spec('bench') is None, 'bench must not be importable before the plugin loads'\n"
+        f"spec = importlib.util.spec_from_file_location('llmrig_filters', {str(PLUGIN)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "print(sorted(module.FilterModule().filters()))\n"
+        "print(sys.modules['bench'].__file__)\n"
+    )
+    yaml_dir = str(Path(yaml.__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-S", "-c", script], cwd=tmp_path, env={"PYTHONPATH": yaml_dir},
+                          capture_output=True, text=True, check=True)
+    names, origin = done.stdout.splitlines()
+    assert names == "['llmrig_check', 'llmrig_resolve']"
+    assert origin == str(REPO / "bench" / "__init__.py")
+
+
+def test_filters_render_problems(rendered_gpu: dict[str, Any]) -> None:
+    """llmrig_check returns rendered 'variable: message' lines split by severity."""
+    sys.path.insert(0, str(PLUGIN.parent))
+    try:
+        import llmrig  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(PLUGIN.parent))
+    knobs = {**rendered_gpu["knobs"], "vllm_port": 8080, "vllm_model_revision": "main"}
+    result = llmrig.llmrig_check(knobs, rendered_gpu["host"])
+    assert result["errors"] == ["open_webui_port: port 8080 is already taken by vllm_port; give open_webui_port another port"]
+    assert [line.split(":")[0] for line in result["warnings"]] == ["vllm_model_revision"]
+    resolved = llmrig.llmrig_resolve(knobs, rendered_gpu["host"])
+    assert (resolved["device"], resolved["model"], resolved["errors"]) == ("cuda", "qwen3.8-27b-w4a16", [])
+    assert resolved["preset"]["served_name"] == "qwen3.8-27b"
