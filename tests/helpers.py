@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -89,3 +91,13 @@ def group_vars() -> dict[str, dict[str, Any]]:
 def knob_names() -> set[str]:
     """Every knob defined in group_vars/all."""
     return {name for document in group_vars().values() for name in document}
+
+
+def load_file_module(path: Path, name: str) -> ModuleType:
+    """Import a Python file that is not on the path (an Ansible plugin or module)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

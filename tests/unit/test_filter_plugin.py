@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.helpers import REPO
+from tests.helpers import REPO, load_file_module
 
 PLUGIN = REPO / "ansible" / "plugins" / "filter" / "llmrig.py"
 
@@ -25,8 +25,14 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
         "print(sys.modules['bench'].__file__)\n"
     )
     yaml_dir = str(Path(yaml.__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, "-S", "-c", script], cwd=tmp_path, env={"PYTHONPATH": yaml_dir},
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", script],
+        cwd=tmp_path,
+        env={"PYTHONPATH": yaml_dir},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     names, origin = done.stdout.splitlines()
     assert names == "['llmrig_check', 'llmrig_resolve']"
     assert origin == str(REPO / "bench" / "__init__.py")
@@ -34,14 +40,12 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
 
 def test_filters_render_problems(rendered_gpu: dict[str, Any]) -> None:
     """llmrig_check returns rendered 'variable: message' lines split by severity."""
-    sys.path.insert(0, str(PLUGIN.parent))
-    try:
-        import llmrig  # type: ignore[import-not-found]
-    finally:
-        sys.path.remove(str(PLUGIN.parent))
+    llmrig = load_file_module(PLUGIN, "llmrig_filters")
     knobs = {**rendered_gpu["knobs"], "vllm_port": 8080, "vllm_model_revision": "main"}
     result = llmrig.llmrig_check(knobs, rendered_gpu["host"])
-    assert result["errors"] == ["open_webui_port: port 8080 is already taken by vllm_port; give open_webui_port another port"]
+    assert result["errors"] == [
+        "open_webui_port: port 8080 is already taken by vllm_port; give open_webui_port another port"
+    ]
     assert [line.split(":")[0] for line in result["warnings"]] == ["vllm_model_revision"]
     resolved = llmrig.llmrig_resolve(knobs, rendered_gpu["host"])
     assert (resolved["device"], resolved["model"], resolved["errors"]) == ("cuda", "qwen3.8-27b-w4a16", [])

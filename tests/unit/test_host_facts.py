@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.helpers import FAKES, REPO
+from tests.helpers import FAKES, REPO, load_file_module
 
-
-def _load() -> ModuleType:
-    path = REPO / "ansible" / "plugins" / "modules" / "llmrig_host_facts.py"
-    spec = importlib.util.spec_from_file_location("llmrig_host_facts", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-facts = _load()
+facts = load_file_module(REPO / "ansible" / "plugins" / "modules" / "llmrig_host_facts.py", "llmrig_host_facts")
 
 
 def test_nvidia_smi_csv_from_the_fake_matches_the_parser() -> None:
