@@ -21,10 +21,12 @@ GROUP_VARS = REPO / "group_vars" / "all"
 
 # Host kinds the playbook tests run against: this machine (no GPU), and this machine with a
 # protocol fake of nvidia-smi (or of lspci, before the driver) in front of PATH.
-HOSTS = {
-    "cpu": None,
-    "gpu": FAKES / "gpu-box",
-    "gpu-no-driver": FAKES / "gpu-box-no-driver",
+HOSTS: dict[str, list[Path]] = {
+    "cpu": [],
+    "gpu": [FAKES / "gpu-box"],
+    "gpu-no-driver": [FAKES / "gpu-box-no-driver"],
+    # nvidia-smi present but failing (set LLMRIG_FAKE_NO_DRIVER=1), lspci still lists the cards.
+    "gpu-driver-not-loaded": [FAKES / "gpu-box", FAKES / "gpu-box-no-driver"],
 }
 
 
@@ -54,10 +56,11 @@ def run_playbook(
     host: str = "cpu",
     check: bool = True,
     env: dict[str, str] | None = None,
+    flags: tuple[str, ...] = (),
     tmp_path: Path,
 ) -> PlaybookRun:
     """Run a playbook from the repository root against localhost and parse its JSON result."""
-    command = [str(BIN / "ansible-playbook"), playbook]
+    command = [str(BIN / "ansible-playbook"), playbook, *flags]
     if check:
         command.append("--check")
     if extra_vars:
@@ -65,12 +68,13 @@ def run_playbook(
         vars_file.write_text(json.dumps(extra_vars), encoding="utf-8")
         command += ["-e", f"@{vars_file}"]
     environment = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", **(env or {}))
-    fake = HOSTS[host]
-    path = [str(fake)] if fake else []
-    environment["PATH"] = os.pathsep.join([*path, str(BIN), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
+    fakes = [str(folder) for folder in HOSTS[host]]
+    environment["PATH"] = os.pathsep.join([*fakes, str(BIN), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
     done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False)
+    # With -v flags Ansible prints its own lines before the callback's JSON document.
+    start = 0 if done.stdout.startswith("{") else done.stdout.find("\n{\n") + 1
     try:
-        report = json.loads(done.stdout)
+        report = json.loads(done.stdout[start:])
     except json.JSONDecodeError as exc:
         raise AssertionError(f"no JSON from ansible-playbook:\n{done.stdout}\n{done.stderr}") from exc
     failed = [

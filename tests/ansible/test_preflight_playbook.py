@@ -51,6 +51,7 @@ GOOD = [
     ("cpu", {}, "vllm on cpu, preset gemma3-270m"),
     ("gpu", {}, "vllm on cuda, preset qwen3.8-27b-w4a16"),
     ("gpu-no-driver", {}, "vllm on cuda, preset qwen3.8-27b-w4a16"),
+    ("gpu-driver-not-loaded", {}, "vllm on cuda, preset qwen3.8-27b-w4a16"),
     ("gpu", {"vllm_mtp": True}, "vllm on cuda, preset qwen3.8-27b-w4a16"),
     ("gpu", {"model": "qwen3.6-35b-a3b-awq"}, "vllm on cuda, preset qwen3.6-35b-a3b-awq"),
     ("gpu", {"model": "qwen3-32b-awq"}, "vllm on cuda, preset qwen3-32b-awq"),
@@ -68,6 +69,8 @@ def _names(message: str, variable: str) -> bool:
 def _host(kind: str) -> tuple[str, dict[str, str]]:
     if kind == "gpu-cc86":  # the same fake, now an Ampere card without fp8 attention kernels
         return "gpu", {"LLMRIG_FAKE_GPU_CC": "8.6"}
+    if kind == "gpu-driver-not-loaded":
+        return kind, {"LLMRIG_FAKE_NO_DRIVER": "1"}
     return kind, {}
 
 
@@ -97,6 +100,8 @@ def test_good_configuration_completes_preflight(
     assert run.returncode == 0, run.output
     assert run.failed_tasks == []
     assert f"Plan: {plan}" in run.output
+    source = {"cpu": "none", "gpu": "nvidia-smi"}.get(kind, "lspci")
+    assert f"GPUs ({source}):" in run.output
 
 
 def test_preflight_changes_nothing_in_a_real_run(tmp_path: Path) -> None:
@@ -107,9 +112,11 @@ def test_preflight_changes_nothing_in_a_real_run(tmp_path: Path) -> None:
 
 
 def test_supplied_api_key_never_appears_in_output(tmp_path: Path) -> None:
-    """A bad key is reported by name only; its value is not echoed, even at -v levels of detail."""
+    """A bad key is reported by name only; its value is not echoed, even with -vvv."""
     secret = "s3cret value!"
-    run = run_playbook("site.yml", {"llmrig_api_key": secret}, host="cpu", check=False, tmp_path=tmp_path)
+    run = run_playbook(
+        "site.yml", {"llmrig_api_key": secret}, host="cpu", check=False, flags=("-vvv",), tmp_path=tmp_path
+    )
     assert run.returncode != 0
     assert "llmrig_api_key:" in run.failed_tasks[0][2]
     assert secret not in run.output
