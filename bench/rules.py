@@ -96,6 +96,11 @@ def _err(variable: str, message: str) -> list[Problem]:
     return [Problem(variable, message)]
 
 
+def serves_vllm(knobs: Knobs) -> bool:
+    """Hardware-dependent vLLM rules apply only while vLLM is the engine; coherence rules always do."""
+    return as_str(knobs, "inference_engine") == "vllm"
+
+
 def positive(knobs: Knobs, name: str) -> tuple[int, list[Problem]]:
     """``knobs[name]`` as a positive int, or 0 and the problem that says it is not one."""
     value = as_int(knobs, name)
@@ -126,7 +131,7 @@ def rule_parallelism(knobs: Knobs, host: Host, device: str, preset: Preset) -> l
     pp, bad_pp = positive(knobs, "vllm_pipeline_parallel_size")
     if bad_tp or bad_pp:
         return bad_tp + bad_pp
-    if as_str(knobs, "inference_engine") != "vllm":
+    if not serves_vllm(knobs):
         return []
     if device == "cpu" and tp * pp != 1:
         return _err(
@@ -209,7 +214,7 @@ def rule_mtp(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Prob
         return []
     if not preset.architecture.mtp_head:
         return _err("vllm_mtp", f"is true but {preset.name} has no MTP head; set vllm_mtp: false")
-    if device != "cuda":
+    if device != "cuda" and serves_vllm(knobs):
         return _err("vllm_mtp", "speculative decoding is only set up for the cuda device; set vllm_mtp: false")
     tokens = as_int(knobs, "vllm_mtp_tokens")
     if tokens is None or not 1 <= tokens <= 4:
@@ -272,6 +277,8 @@ def rule_ports(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Pr
 def rule_kv_cache_dtype(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """fp8 KV cache only on GPUs that have fp8 attention kernels (compute capability 8.9+)."""
     dtype = as_str(knobs, "vllm_kv_cache_dtype")
+    if not serves_vllm(knobs):
+        return []
     if device == "cpu":
         if dtype not in CPU_KV_DTYPES:
             return _err("vllm_kv_cache_dtype", f"{dtype!r} is not supported by the cpu device; use auto")
@@ -306,7 +313,7 @@ def rule_kv_cache_dtype(knobs: Knobs, host: Host, device: str, preset: Preset) -
 def rule_device_flags(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """GPU-only settings stay off the cpu device; memory settings are in range."""
     problems: list[Problem] = []
-    if device == "cpu" and as_str(knobs, "vllm_attention_backend"):
+    if device == "cpu" and serves_vllm(knobs) and as_str(knobs, "vllm_attention_backend"):
         problems += _err("vllm_attention_backend", "is a CUDA attention backend; leave it empty on the cpu device")
     try:
         utilization = float(knobs.get("vllm_gpu_memory_utilization", 0))
@@ -333,7 +340,7 @@ def rule_device_flags(knobs: Knobs, host: Host, device: str, preset: Preset) -> 
 
 def rule_cpu_memory(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """On the cpu device, weights plus the KV space fit in RAM."""
-    if device != "cpu" or as_str(knobs, "inference_engine") != "vllm":
+    if device != "cpu" or not serves_vllm(knobs):
         return []
     total = (host.get("memory") or {}).get("total_bytes")
     space, bad_space = positive(knobs, "vllm_cpu_kvcache_space_gib")

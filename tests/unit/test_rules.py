@@ -88,6 +88,7 @@ BAD = [
     ("cpu", {"model_presets": {"gemma3-270m": {"family": "gemma3"}}}, "model_presets.gemma3-270m"),
     ("cpu", {"model": "qwen3.8-27b-w4a16"}, "model"),
     ("cpu", {"vllm_tensor_parallel_size": 2}, "vllm_tensor_parallel_size"),
+    ("cpu", {"inference_engine": "llamacpp", "vllm_tensor_parallel_size": "two"}, "vllm_tensor_parallel_size"),
     ("gpu", {"vllm_tensor_parallel_size": 4}, "vllm_tensor_parallel_size"),
     ("gpu", {"vllm_pipeline_parallel_size": 2}, "vllm_tensor_parallel_size"),
     ("gpu", {"vllm_tensor_parallel_size": 0}, "vllm_tensor_parallel_size"),
@@ -143,6 +144,7 @@ def test_fp8_needs_compute_capability_8_9(rendered_gpu: dict[str, Any]) -> None:
     errors = _errors(_problems(rendered_gpu, {}, _with_cc(rendered_gpu, "8.6")))
     assert [error.variable for error in errors] == ["vllm_kv_cache_dtype"]
     assert _errors(_problems(rendered_gpu, {"vllm_kv_cache_dtype": "auto"}, _with_cc(rendered_gpu, "8.6"))) == []
+    assert _errors(_problems(rendered_gpu, {"inference_engine": "ollama"}, _with_cc(rendered_gpu, "8.6"))) == []
 
 
 def test_tensor_parallel_must_divide_attention_heads(rendered_gpu: dict[str, Any]) -> None:
