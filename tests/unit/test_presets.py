@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -69,7 +70,7 @@ BROKEN = [
 @pytest.mark.parametrize(("path", "value", "message"), BROKEN, ids=[f"{'.'.join(p)}={v!r}" for p, v, _ in BROKEN])
 def test_broken_preset_names_the_key(path: tuple[str, ...], value: Any, message: str) -> None:
     """A malformed preset raises PresetError whose message names the exact key."""
-    with pytest.raises(PresetError, match=message.replace(".", r"\.").replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(PresetError, match=re.escape(message)):
         parse_preset("p", _broken(path, value))
 
 
