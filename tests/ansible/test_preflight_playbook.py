@@ -1,5 +1,5 @@
-"""`ansible-playbook site.yml` against localhost: bad configurations stop in preflight, before
-any change, naming the variable; good ones run preflight to completion. Real Ansible, real
+"""`ansible-playbook playbooks/preflight.yml` (the first stage of site.yml) against localhost: bad
+configurations stop before any change, naming the variable; good ones run preflight to completion. Real Ansible, real
 argument specs, real filter plugin; GPUs come from protocol fakes of nvidia-smi and lspci."""
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import run_playbook
+
+# site.yml runs this first; later stages install software, which these tests must not do here.
+PREFLIGHT = "playbooks/preflight.yml"
 
 pytestmark = pytest.mark.ansible
 
@@ -80,7 +83,7 @@ def test_bad_configuration_fails_in_preflight(
 ) -> None:
     """A real run (not --check) fails in the preflight role, changes nothing, and names the variable."""
     host, env = _host(kind)
-    run = run_playbook("site.yml", extra_vars, host=host, check=False, env=env, tmp_path=tmp_path)
+    run = run_playbook(PREFLIGHT, extra_vars, host=host, check=False, env=env, tmp_path=tmp_path)
     assert run.returncode != 0, run.output
     assert run.changed == 0
     assert len(run.failed_tasks) == 1, run.failed_tasks
@@ -94,9 +97,9 @@ def test_bad_configuration_fails_in_preflight(
 def test_good_configuration_completes_preflight(
     kind: str, extra_vars: dict[str, Any], plan: str, tmp_path: Path
 ) -> None:
-    """`site.yml --check` runs preflight to completion and reports the plan for the host."""
+    """`playbooks/preflight.yml --check` runs preflight to completion and reports the plan for the host."""
     host, env = _host(kind)
-    run = run_playbook("site.yml", extra_vars, host=host, env=env, tmp_path=tmp_path)
+    run = run_playbook(PREFLIGHT, extra_vars, host=host, env=env, tmp_path=tmp_path)
     assert run.returncode == 0, run.output
     assert run.failed_tasks == []
     assert f"Plan: {plan}" in run.output
@@ -106,7 +109,7 @@ def test_good_configuration_completes_preflight(
 
 def test_preflight_changes_nothing_in_a_real_run(tmp_path: Path) -> None:
     """Without --check, preflight still reports zero changes."""
-    run = run_playbook("site.yml", host="cpu", check=False, tmp_path=tmp_path)
+    run = run_playbook(PREFLIGHT, host="cpu", check=False, tmp_path=tmp_path)
     assert run.returncode == 0, run.output
     assert run.changed == 0
 
@@ -115,7 +118,7 @@ def test_supplied_api_key_never_appears_in_output(tmp_path: Path) -> None:
     """A bad key is reported by name only; its value is not echoed, even with -vvv."""
     secret = "s3cret value!"
     run = run_playbook(
-        "site.yml", {"llmrig_api_key": secret}, host="cpu", check=False, flags=("-vvv",), tmp_path=tmp_path
+        PREFLIGHT, {"llmrig_api_key": secret}, host="cpu", check=False, flags=("-vvv",), tmp_path=tmp_path
     )
     assert run.returncode != 0
     assert "llmrig_api_key:" in run.failed_tasks[0][2]

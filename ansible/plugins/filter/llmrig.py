@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench import validation
+    from bench import startup, validation, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench import validation
+    from bench import startup, validation, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -41,8 +41,37 @@ def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[
     }
 
 
+def llmrig_vllm_args(knobs: dict[str, Any], device: str, model_path: str, chat_template_path: str) -> list[str]:
+    """The ``vllm serve`` argument list for the resolved knobs (see bench.vllm_flags)."""
+    return vllm_flags.serve_args(knobs, device=device, model_path=model_path, chat_template_path=chat_template_path)
+
+
+def llmrig_vllm_env(
+    knobs: dict[str, Any], device: str, args: list[str], cache_dir: str, api_key: str
+) -> dict[str, str]:
+    """The vLLM unit's environment (see bench.vllm_flags.service_env)."""
+    return vllm_flags.service_env(knobs, device=device, args=args, cache_dir=cache_dir, api_key=api_key)
+
+
+def llmrig_env_file(env: dict[str, str]) -> str:
+    """``KEY="value"`` lines for a systemd EnvironmentFile."""
+    return vllm_flags.env_file(env)
+
+
+def llmrig_vllm_startup_facts(journal: str) -> dict[str, Any]:
+    """Start-up facts (KV pool, backend, kernel, load time) parsed from vLLM's journal."""
+    return startup.parse_vllm_log(journal)
+
+
 class FilterModule:
     """llmrig configuration filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"llmrig_resolve": llmrig_resolve, "llmrig_check": llmrig_check}
+        return {
+            "llmrig_resolve": llmrig_resolve,
+            "llmrig_check": llmrig_check,
+            "llmrig_vllm_args": llmrig_vllm_args,
+            "llmrig_vllm_env": llmrig_vllm_env,
+            "llmrig_env_file": llmrig_env_file,
+            "llmrig_vllm_startup_facts": llmrig_vllm_startup_facts,
+        }

