@@ -129,3 +129,23 @@ def test_extra_args_reach_vllm_and_bad_ones_fail(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "--disable-log-requests" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "options"),
+    [(["download"], ("--revision", "--local-dir")), (["cache", "verify"], ("--revision", "--local-dir"))],
+    ids=["hf-download", "hf-cache-verify"],
+)
+def test_hf_cli_has_the_options_the_role_uses(command: list[str], options: tuple[str, ...]) -> None:
+    """The `hf` CLI that vLLM's venv brings offers the subcommands and options tasks/model.yml calls.
+
+    The download itself needs the hub, which only the GPU box reaches; this pins the interface.
+    """
+    model_tasks = (REPO / "roles" / "vllm" / "tasks" / "model.yml").read_text(encoding="utf-8")
+    assert f"argv: [hf, {', '.join(command)}," in model_tasks
+    done = subprocess.run(
+        [str(VLLM_PYTHON.parent / "hf"), *command, "--help"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    for option in options:
+        assert option in done.stdout, option
