@@ -34,7 +34,18 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
         check=True,
     )
     names, origin = done.stdout.splitlines()
-    assert names == "['llmrig_check', 'llmrig_resolve']"
+    assert names == str(
+        sorted(
+            [
+                "llmrig_check",
+                "llmrig_env_file",
+                "llmrig_resolve",
+                "llmrig_vllm_args",
+                "llmrig_vllm_env",
+                "llmrig_vllm_startup_facts",
+            ]
+        )
+    )
     assert origin == str(REPO / "bench" / "__init__.py")
 
 
