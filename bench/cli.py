@@ -11,14 +11,18 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench import __version__
+from bench import __version__, report
+from bench.config import environment, find_deployment, resolve
 from bench.errors import BenchError, ConfigError
 from bench.presets import Preset, find_models_file, load_presets
+from bench.run import WORKLOADS, RunOptions
+from bench.run import run as run_benchmark
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +30,9 @@ EXAMPLES = """\
 examples:
   bench presets                          list the model presets in group_vars/all/models.yml
   bench presets qwen3.8-27b-w4a16        show every field of one preset
-  bench --config-dir ~/llmrig presets    read the presets of another checkout
+  bench run single                       one stream against the deployed endpoint (artifacts/*/deployment.json)
+  bench run sweep --concurrency 1 4 16   closed-loop levels of concurrency, filed under the deployment's tag
+  bench run single --base-url http://127.0.0.1:8000/v1 --api-key KEY --tag my-test
 """
 
 
@@ -54,7 +60,49 @@ def build_parser() -> argparse.ArgumentParser:
         description="List the model presets from group_vars/all/models.yml.",
     )
     presets.add_argument("name", nargs="?", help="preset to show in full (default: list all)")
+    _add_run(commands)
     return parser
+
+
+def _add_run(commands: Any) -> None:
+    run = commands.add_parser(
+        "run",
+        help="measure an OpenAI-compatible endpoint and file the result under a tag",
+        description="Measure TTFT, decode speed and throughput of an OpenAI-compatible endpoint. The endpoint, key, "
+        "model and tag come from flags, BENCH_* variables, the fetched deployment.json, or group_vars (in that order).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    run.add_argument("workload", choices=WORKLOADS, help="single: one stream; sweep: closed-loop concurrency levels")
+    target = run.add_argument_group("target")
+    target.add_argument("--base-url", help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (env BENCH_BASE_URL)")
+    target.add_argument(
+        "--api-key", help="API key (env BENCH_API_KEY; default: the key fetched beside deployment.json)"
+    )
+    target.add_argument(
+        "--model", help="served model name (env BENCH_MODEL; default: deployment.json, else the only one)"
+    )
+    target.add_argument(
+        "--tag", help="results go to RESULTS_DIR/TAG (env BENCH_TAG; default: the deployment's version)"
+    )
+    target.add_argument(
+        "--deployment", type=Path, help="deployment.json to read (default: the only artifacts/*/deployment.json)"
+    )
+    shape = run.add_argument_group("workload")
+    shape.add_argument(
+        "--input-tokens", type=int, default=512, help="prompt length in tokens, as the server counts them"
+    )
+    shape.add_argument("--output-tokens", type=int, default=128, help="tokens to generate per request")
+    shape.add_argument("--requests", type=int, default=20, help="requests per level (at least 4 per concurrent stream)")
+    shape.add_argument(
+        "--concurrency", type=int, nargs="+", default=None, help="sweep levels (default 1 2 4 8; single is always 1)"
+    )
+    shape.add_argument(
+        "--no-fixed-output", action="store_true", help="let the model stop early (no min_tokens/ignore_eos)"
+    )
+    shape.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
+    shape.add_argument("--seed", type=int, default=0, help="seed of the prompt generator (the salt is always fresh)")
+    shape.add_argument("--timeout", type=float, default=600.0, help="seconds one request may take")
+    run.add_argument("--results-dir", type=Path, default=Path("results"), help="where result files go")
 
 
 def _presets(config_dir: Path | None) -> dict[str, Preset]:
@@ -94,8 +142,58 @@ def show_preset(console: Console, preset: Preset) -> None:
     console.print(table)
 
 
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    if args.workload == "single":
+        if args.concurrency not in (None, [1]):
+            raise ConfigError("--concurrency: the single workload is one stream; use sweep for levels")
+        concurrency: tuple[int, ...] = (1,)
+    else:
+        concurrency = tuple(args.concurrency or (1, 2, 4, 8))
+    return RunOptions(
+        workload=args.workload,
+        concurrency=concurrency,
+        requests=args.requests,
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        results_dir=args.results_dir,
+        fixed_output=not args.no_fixed_output,
+        temperature=args.temperature,
+        seed=args.seed,
+        timeout_s=args.timeout,
+    )
+
+
+def run_command(args: argparse.Namespace, console: Console) -> int:
+    """bench run: measure, write the result file, print the summary table."""
+    options = _run_options(args)
+    try:
+        config_dir: Path | None = find_models_file((args.config_dir or Path.cwd()).resolve()).parent
+    except ConfigError:
+        config_dir = None
+    flags = {name: getattr(args, name) for name in ("base_url", "api_key", "model", "tag")}
+    deployment = find_deployment(args.deployment, config_dir)
+    target = resolve(flags, environment(), deployment_path=deployment, config_dir=config_dir)
+    err = Console(stderr=True)
+    err.print(f"bench: {target.base_url} ({target.engine}), tag {target.tag}, results in {options.results_dir}")
+    progress = report.LiveProgress(err)
+    try:
+        with progress:
+            document, path = run_benchmark(target, options, progress.hooks)
+    except KeyboardInterrupt:
+        written = progress.hooks.written
+        err.print(
+            f"bench: interrupted; partial results in {written}" if written else "bench: interrupted; nothing written"
+        )
+        return 130
+    report.print_summary(console, document)
+    console.print(f"result: {path}")
+    return 0
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Dispatch a parsed command line."""
+    if args.command == "run":
+        return run_command(args, console)
     presets = _presets(args.config_dir)
     if args.name is None:
         show_presets(console, presets)

@@ -7,6 +7,8 @@
     │   └── PresetError        a model preset is malformed or unknown
     └── EndpointError          the served endpoint misbehaves (exit 3)
         ├── EndpointUnreachable    connection refused, DNS failure, timeout
+        ├── EndpointAuthError      401: the API key is wrong or missing
+        ├── EndpointModelError     the endpoint does not serve the requested model
         └── EndpointProtocolError  an answer that breaks the OpenAI protocol
 """
 
@@ -37,6 +39,14 @@ class EndpointError(BenchError):
 
 class EndpointUnreachable(EndpointError):
     """Raised when no connection to the endpoint can be made."""
+
+
+class EndpointAuthError(EndpointError):
+    """Raised when the endpoint answers 401: the API key is wrong or missing."""
+
+
+class EndpointModelError(EndpointError):
+    """Raised when the endpoint does not serve the model the run asks for."""
 
 
 class EndpointProtocolError(EndpointError):

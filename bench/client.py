@@ -1,0 +1,211 @@
+"""Streaming requests to an OpenAI-compatible endpoint, with a monotonic timestamp per event.
+
+The only module that touches the network. Each event of the server-sent stream is stamped with
+``time.perf_counter_ns()`` when the read that completed it returned; events that arrive in one
+read share that stamp, and a split event is stamped when its last piece arrives. Failures that
+make the whole run meaningless (no connection, wrong key, unknown model) raise from the
+:mod:`bench.errors` tree; failures of a single request (a truncated or malformed stream, a 5xx,
+a context overflow) are recorded on its :class:`~bench.metrics.RequestRecord` as an error kind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bench.errors import EndpointAuthError, EndpointModelError, EndpointProtocolError, EndpointUnreachable
+from bench.metrics import Event, RequestRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where and as whom to send requests."""
+
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    model: str
+    api_key: str = ""
+    timeout_s: float = 600.0
+
+
+@dataclass(slots=True)
+class _Stream:
+    """Parse state of one server-sent event stream."""
+
+    buffer: bytes = b""
+    events: list[Event] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    done: bool = False
+    error: str | None = None
+
+
+def _event_from(payload: dict[str, Any], t_ns: int, stream: _Stream) -> Event:
+    usage = payload.get("usage")
+    if isinstance(usage, dict):
+        stream.usage = usage
+    content = reasoning = 0
+    tool_call = False
+    for choice in payload.get("choices") or []:
+        delta = choice.get("delta") or {}
+        content += len(delta.get("content") or "")
+        # vLLM renamed reasoning_content to reasoning; other servers still send the old name.
+        reasoning += len(delta.get("reasoning") or "") + len(delta.get("reasoning_content") or "")
+        tool_call = tool_call or bool(delta.get("tool_calls"))
+        if choice.get("finish_reason"):
+            stream.finish_reason = choice["finish_reason"]
+    completion = usage.get("completion_tokens") if isinstance(usage, dict) and payload.get("choices") else None
+    return Event(t_ns, content, reasoning, tool_call, completion)
+
+
+def feed(stream: _Stream, data: bytes, t_ns: int) -> None:
+    """Add bytes from one network read; complete events get the read's timestamp ``t_ns``."""
+    stream.buffer += data.replace(b"\r\n", b"\n")
+    while b"\n\n" in stream.buffer and not stream.done:
+        raw, stream.buffer = stream.buffer.split(b"\n\n", 1)
+        lines = [line for line in raw.split(b"\n") if line and not line.startswith(b":")]
+        body = b"\n".join(line[5:].lstrip() for line in lines if line.startswith(b"data:"))
+        if not body:
+            continue
+        if body == b"[DONE]":
+            stream.done = True
+            return
+        try:
+            payload = json.loads(body)
+        except json.JSONDecodeError:
+            stream.error = "malformed"
+            stream.done = True
+            return
+        if not isinstance(payload, dict):
+            stream.error = "malformed"
+            stream.done = True
+            return
+        if "error" in payload:
+            stream.error = "server_error"
+            stream.done = True
+            return
+        stream.events.append(_event_from(payload, t_ns, stream))
+
+
+def _raise_for_fatal(status: int, body: str, endpoint: Endpoint) -> None:
+    if status == 401:
+        raise EndpointAuthError(
+            f"{endpoint.base_url} answered 401: wrong or missing API key (--api-key or BENCH_API_KEY)"
+        )
+    if status == 404 and "model" in body.lower():
+        raise EndpointModelError(f"{endpoint.base_url} does not serve model {endpoint.model!r} (--model): {body[:200]}")
+
+
+def _error_kind(status: int, body: str) -> str:
+    text = body.lower()
+    if status == 400 and ("context" in text or "maximum" in text or "too long" in text):
+        return "context_overflow"
+    return f"http_{status}"
+
+
+class ChatClient:
+    """Streaming chat completions against one endpoint, reusing one connection pool."""
+
+    def __init__(self, endpoint: Endpoint, *, max_connections: int = 64) -> None:
+        self.endpoint = endpoint
+        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        timeout = httpx.Timeout(endpoint.timeout_s, connect=10.0)
+        self._http = httpx.AsyncClient(
+            base_url=endpoint.base_url.rstrip("/"), headers=headers, limits=limits, timeout=timeout
+        )
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The underlying HTTP client (the server module scrapes /metrics with it)."""
+        return self._http
+
+    async def __aenter__(self) -> ChatClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._http.aclose()
+
+    async def models(self) -> list[str]:
+        """Model ids from /v1/models; raises on a wrong key or an unreachable endpoint."""
+        try:
+            response = await self._http.get("/models")
+        except httpx.TransportError as exc:
+            raise EndpointUnreachable(f"cannot reach {self.endpoint.base_url}: {exc or type(exc).__name__}") from exc
+        _raise_for_fatal(response.status_code, response.text, self.endpoint)
+        if response.status_code != 200:
+            raise EndpointProtocolError(f"{self.endpoint.base_url}/models answered {response.status_code}")
+        try:
+            return [str(model["id"]) for model in response.json()["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EndpointProtocolError(f"{self.endpoint.base_url}/models is not an OpenAI model list") from exc
+
+    async def chat(
+        self,
+        index: int,
+        messages: list[dict[str, Any]],
+        max_tokens: int,
+        *,
+        extra_body: dict[str, Any] | None = None,
+        t_sched_ns: int | None = None,
+    ) -> RequestRecord:
+        """Send one streamed chat completion and record every event's arrival time."""
+        body: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            **(extra_body or {}),
+        }
+        stream = _Stream()
+        t_disp = time.perf_counter_ns()
+        try:
+            async with self._http.stream("POST", "/chat/completions", json=body) as response:
+                if response.status_code != 200:
+                    text = (await response.aread()).decode(errors="replace")
+                    _raise_for_fatal(response.status_code, text, self.endpoint)
+                    kind = _error_kind(response.status_code, text)
+                    return self._record(index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=kind)
+                async for data in response.aiter_raw():
+                    feed(stream, data, time.perf_counter_ns())
+                    if stream.done:
+                        break
+        except httpx.ConnectError as exc:
+            raise EndpointUnreachable(f"cannot reach {self.endpoint.base_url}: {exc or type(exc).__name__}") from exc
+        except httpx.TimeoutException:
+            stream.error = "timeout"
+        except (httpx.RemoteProtocolError, httpx.ReadError):
+            stream.error = "truncated"
+        if stream.error is None and not stream.done:
+            stream.error = "truncated"  # the connection closed before [DONE]
+        return self._record(index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=stream.error)
+
+    def _record(
+        self, index: int, t_disp: int, stream: _Stream, *, max_tokens: int, t_sched_ns: int | None, error: str | None
+    ) -> RequestRecord:
+        usage = stream.usage or {}
+        details = usage.get("completion_tokens_details") or {}
+        prompt_details = usage.get("prompt_tokens_details") or {}
+        record = RequestRecord(
+            index=index,
+            t_disp_ns=t_disp,
+            t_end_ns=time.perf_counter_ns(),
+            events=tuple(stream.events),
+            requested_tokens=max_tokens,
+            t_sched_ns=t_sched_ns,
+            prompt_tokens=usage.get("prompt_tokens"),
+            cached_tokens=prompt_details.get("cached_tokens"),
+            completion_tokens=usage.get("completion_tokens") if error is None else None,
+            reasoning_tokens=details.get("reasoning_tokens"),
+            finish_reason=stream.finish_reason,
+            error=error,
+        )
+        log.debug("request %s: %s events, error %s", index, len(stream.events), error)
+        return record

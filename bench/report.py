@@ -1,0 +1,92 @@
+"""Terminal output of ``bench run``: live progress on stderr, a compact table at the end."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bench.metrics import RequestRecord
+from bench.run import Progress as Hooks
+from bench.runner import LevelSpec
+
+
+class LiveProgress:
+    """A rich progress bar per concurrency level, fed by the run's hooks."""
+
+    def __init__(self, console: Console) -> None:
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[errors]} errors"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task: TaskID | None = None
+        self.hooks = Hooks(level_started=self._level, request_done=self._done)
+
+    def _level(self, spec: LevelSpec) -> None:
+        self._task = self._bar.add_task(f"concurrency {spec.concurrency}", total=spec.requests, errors=0)
+
+    def _done(self, record: RequestRecord) -> None:
+        if self._task is None:
+            return
+        errors = self._bar.tasks[self._task].fields["errors"] + (record.error is not None)
+        self._bar.update(self._task, advance=1, errors=errors)
+
+    def __enter__(self) -> LiveProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._bar.stop()
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _p(summary: dict[str, Any] | None, key: str = "p50", digits: int = 1) -> str:
+    return "-" if not summary else _fmt(summary.get(key), digits)
+
+
+def print_summary(console: Console, document: dict[str, Any]) -> None:
+    """One row per concurrency level: latency medians, per-stream and aggregate speed, trust."""
+    title = f"{document['workload']} | tag {document['tag']} | {document['environment']['model']}"
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    columns = (
+        "conc",
+        "ok/total",
+        "TTFT p50 ms",
+        "TTFT p90 ms",
+        "TPOT p50 ms",
+        "tok/s/stream p50",
+        "output tok/s",
+        "trusted",
+    )
+    for column in columns:
+        table.add_column(column, justify="right")
+    for level in document["levels"]:
+        latency, requests = level["latency"], level["requests"]
+        table.add_row(
+            str(level["concurrency"]),
+            f"{requests['successful']}/{requests['total']}",
+            _p(latency["ttft_ms"]),
+            _p(latency["ttft_ms"], "p90"),
+            _p(latency["tpot_ms"], digits=2),
+            _p(level["decode_tps"]),
+            _fmt(level["throughput"]["output_tps"]),
+            "yes" if not level["untrusted_because"] else "no",
+        )
+    console.print(table)
+    for level in document["levels"]:
+        for reason in level["untrusted_because"]:
+            console.print(f"[yellow]concurrency {level['concurrency']}: {reason}[/yellow]")
+    if document["partial"]:
+        console.print("[yellow]partial: the run was interrupted[/yellow]")

@@ -1,0 +1,156 @@
+"""Result files: one JSON document per run under ``results/<tag>/``, schema-versioned, written
+atomically (a temporary file in the same directory, then a rename), with the summary, the
+environment and every request's raw events (gzip-compressed JSON lines, base64 in the file).
+
+A run that was interrupted is written with ``"partial": true`` and whatever it measured; a run
+in which nothing succeeded is never written as if it had.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import math
+import os
+import tempfile
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench import metrics
+from bench.metrics import RequestMetrics, RequestRecord, Summary
+from bench.runner import LevelRun
+
+SCHEMA_VERSION = 1
+LENGTH_TOLERANCE = 0.05  # output or input length off by more than this fraction (and 50 tokens) is flagged
+
+
+def _summary(values: list[float]) -> dict[str, Any] | None:
+    summary: Summary | None = metrics.summarize(values)
+    return None if summary is None else asdict(summary)
+
+
+def _weighted(samples: list[tuple[float, float]], weighting: str) -> dict[str, Any] | None:
+    if not samples:
+        return None
+    return {
+        "n": len(samples),
+        "weighting": weighting,
+        "p50": metrics.weighted_percentile(samples, 0.5),
+        "p90": metrics.weighted_percentile(samples, 0.9),
+        "p99": metrics.weighted_percentile(samples, 0.99) if len(samples) >= 100 else None,
+        "max": max(value for value, _ in samples),
+    }
+
+
+def warmup_count(requests: int, concurrency: int) -> int:
+    """Requests discarded at the start of a level: max(c, 10%), keeping at least half the level."""
+    return min(max(concurrency, math.ceil(0.1 * requests)), requests // 2) if requests > 1 else 0
+
+
+def _trust(level: LevelRun, measured: list[RequestMetrics], input_target: int) -> list[str]:
+    reasons = []
+    counters = level.server.get("counters", {})
+    succeeded = sum(1 for record in level.records if record.error is None)
+    seen = counters.get("requests_succeeded")
+    if seen is not None and round(seen) != succeeded:
+        reasons.append(f"another client used the server: it completed {round(seen)} requests, this run {succeeded}")
+    if counters.get("preemptions"):
+        reasons.append(f"the server preempted {round(counters['preemptions'])} requests (KV cache too small)")
+    if level.spec.fixed_output:
+        target = level.spec.output_tokens
+        off = [m for m in measured if abs(m.osl_mismatch) > LENGTH_TOLERANCE or abs(m.out_tokens - target) > 50]
+        if off:
+            reasons.append(f"{len(off)} of {len(measured)} requests missed the output length {target}")
+    prompts = [record.prompt_tokens for record in level.records if record.prompt_tokens is not None]
+    if prompts and any(abs(p - input_target) > max(1, LENGTH_TOLERANCE * input_target) for p in prompts):
+        reasons.append(f"input lengths {min(prompts)}..{max(prompts)} tokens, target {input_target}")
+    if not level.complete:
+        reasons.append("the level was interrupted")
+    return reasons
+
+
+def level_summary(level: LevelRun) -> dict[str, Any]:
+    """Every run-level number of one concurrency level."""
+    spec = level.spec
+    records = sorted(level.records, key=lambda record: record.t_disp_ns)
+    warmup = warmup_count(len(records), spec.concurrency)
+    window = metrics.closed_loop_window(records, spec.concurrency, warmup)
+    per_request = [m for m in map(metrics.request_metrics, records) if m is not None]
+    if window is not None:
+        measured = [m for m in per_request if window.start_ns <= m.t_disp_ns <= window.end_ns]
+    else:
+        measured = per_request[warmup:]
+    ok = [record for record in records if record.error is None]
+    errors = Counter(record.error for record in records if record.error is not None)
+    wall = (max(r.t_end_ns for r in records) - min(r.t_disp_ns for r in records)) / 1e9 if records else 0.0
+    in_window = metrics.tokens_in_window(records, window) if window is not None else None
+
+    def values(name: str) -> list[float]:
+        return [float(getattr(m, name)) for m in measured if getattr(m, name) is not None]
+
+    return {
+        "concurrency": spec.concurrency,
+        "requests": {
+            "total": len(records),
+            "successful": len(ok),
+            "errored": len(records) - len(ok),
+            "errors_by_kind": dict(errors),
+            "warmup_discarded": warmup,
+            "measured": len(measured),
+        },
+        "window_s": None if window is None else window.seconds,
+        "latency": {name: _summary(values(name)) for name in ("ttft_ms", "ttfo_ms", "ttfr_ms", "e2e_ms", "tpot_ms")},
+        "decode_tps": _summary(values("decode_tps")),
+        "itl_token_ms": _weighted([s for m in measured for s in m.itl_samples], "token"),
+        "icl_chunk_ms": _weighted([(gap, 1.0) for m in measured for gap in m.icl_samples], "chunk"),
+        "stall_max_ms": max((m.stall_max_ms for m in measured), default=None),
+        "throughput": {
+            "output_tps": None if window is None or in_window is None else in_window / window.seconds,
+            "output_tps_wall": sum(m.out_tokens for m in per_request) / wall if wall else None,
+            "request_tps": len(measured) / window.seconds if window is not None else None,
+        },
+        "tokens": {
+            "input_target": spec.input_tokens,
+            "input": _summary([float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None]),
+            "cached": _summary([float(r.cached_tokens) for r in ok if r.cached_tokens is not None]),
+            "output_target": spec.output_tokens,
+            "output": _summary([float(m.out_tokens) for m in measured]),
+            "tokens_per_chunk": _summary([m.tokens_per_chunk for m in measured]),
+            "count_sources": dict(Counter(m.token_source for m in per_request)),
+            "chunked_requests": sum(1 for m in per_request if m.chunked),
+        },
+        "server": level.server,
+        "untrusted_because": _trust(level, measured, spec.input_tokens),
+    }
+
+
+def encode_events(records: list[RequestRecord]) -> str:
+    """Every request with its raw events, as base64 of gzip-compressed JSON lines."""
+    lines = "\n".join(json.dumps(asdict(record), separators=(",", ":")) for record in records)
+    return base64.b64encode(gzip.compress(lines.encode(), mtime=0)).decode()
+
+
+def decode_events(blob: str) -> list[dict[str, Any]]:
+    """The inverse of :func:`encode_events`, as plain dictionaries."""
+    text = gzip.decompress(base64.b64decode(blob)).decode()
+    return [json.loads(line) for line in text.splitlines() if line]
+
+
+def write_atomic(path: Path, document: dict[str, Any]) -> Path:
+    """Write ``document`` as JSON to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(document, stream, indent=1, sort_keys=True)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path

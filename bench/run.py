@@ -1,0 +1,168 @@
+"""``bench run``: resolve the target, calibrate prompt lengths, run the workload's levels, and
+write one result file. Plain functions; the CLI parses flags into :class:`RunOptions`.
+
+Workloads: ``single`` (one stream, fixed input and output length) and ``sweep`` (closed-loop
+levels of concurrency). Interrupting a run (Ctrl-C) keeps what was measured: the file is
+written with ``"partial": true``. A run in which no request succeeded writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import secrets
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import __version__, results
+from bench.client import ChatClient, Endpoint
+from bench.config import Target
+from bench.errors import ConfigError, EndpointError, EndpointModelError
+from bench.metrics import RequestRecord
+from bench.runner import LevelRun, LevelSpec, calibrate, run_level
+from bench.workloads import PromptFactory, new_salt
+
+WORKLOADS = ("single", "sweep")
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Everything a run needs besides the target."""
+
+    workload: str
+    concurrency: tuple[int, ...]
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    results_dir: Path
+    fixed_output: bool = True
+    temperature: float = 0.0
+    seed: int = 0
+    timeout_s: float = 600.0
+
+    def levels(self) -> list[LevelSpec]:
+        """One level per concurrency; at least ``requests`` and at least 4 per stream."""
+        if self.workload not in WORKLOADS:
+            raise ConfigError(f"workload: {self.workload!r} is not one of {', '.join(WORKLOADS)}")
+        for name, value in (("--input-tokens", self.input_tokens), ("--output-tokens", self.output_tokens)):
+            if value < 1:
+                raise ConfigError(f"{name}: must be at least 1, got {value}")
+        if self.requests < 2:
+            raise ConfigError(f"--requests: at least 2 are needed for a window, got {self.requests}")
+        if any(c < 1 for c in self.concurrency):
+            raise ConfigError(f"--concurrency: every level must be at least 1, got {list(self.concurrency)}")
+        return [
+            LevelSpec(
+                c, max(self.requests, 4 * c), self.input_tokens, self.output_tokens, self.fixed_output, self.temperature
+            )
+            for c in self.concurrency
+        ]
+
+
+@dataclass(slots=True)
+class Progress:
+    """Callbacks the CLI uses to show progress; the defaults do nothing."""
+
+    level_started: Callable[[LevelSpec], None] = lambda spec: None
+    request_done: Callable[[RequestRecord], None] = lambda record: None
+    written: Path | None = None  # set once the result file exists, also when interrupted
+
+
+def _document(target: Target, options: RunOptions, run_id: str, started: datetime) -> dict[str, Any]:
+    deployment = target.deployment or {}
+    return {
+        "schema_version": results.SCHEMA_VERSION,
+        "run_id": run_id,
+        "tag": target.tag,
+        "workload": options.workload,
+        "started_at": started.isoformat(),
+        "partial": True,
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(options).items()},
+        "environment": {
+            "bench_version": __version__,
+            "python": platform.python_version(),
+            "client_host": platform.node(),
+            "base_url": target.base_url,
+            "model": target.model,
+            "engine": target.engine,
+            "sources": target.sources,
+            "deployment": deployment,
+        },
+        "calibration": None,
+        "prompts": None,
+        "levels": [],
+    }
+
+
+async def _resolve_model(client: ChatClient, target: Target) -> str:
+    served = await client.models()
+    if target.model is None:
+        if len(served) != 1:
+            raise ConfigError(f"--model: the endpoint serves {served}; name one")
+        return served[0]
+    if target.model not in served:
+        raise EndpointModelError(
+            f"{target.base_url} does not serve model {target.model!r} (--model); it serves {served}"
+        )
+    return target.model
+
+
+async def execute(target: Target, options: RunOptions, progress: Progress | None = None) -> tuple[dict[str, Any], Path]:
+    """Run the benchmark and write its result file; returns the document and its path."""
+    progress = progress or Progress()
+    specs = options.levels()
+    started = datetime.now(UTC)
+    run_id = f"{started:%Y%m%dT%H%M%SZ}-{options.workload}-{secrets.token_hex(3)}"
+    path = options.results_dir / target.tag / f"{run_id}.json"
+    document = _document(target, options, run_id, started)
+    endpoint = Endpoint(target.base_url, target.model or "", target.api_key, options.timeout_s)
+    levels: list[LevelRun] = []
+    async with ChatClient(endpoint, max_connections=max(options.concurrency) + 4) as probe:
+        model = await _resolve_model(probe, target)
+    endpoint = Endpoint(target.base_url, model, target.api_key, options.timeout_s)
+    document["environment"]["model"] = model
+    prompts = PromptFactory(new_salt(), options.seed)
+    try:
+        async with ChatClient(endpoint, max_connections=max(options.concurrency) + 4) as client:
+            calibration = await calibrate(client, prompts)
+            document["calibration"] = asdict(calibration)
+            words = calibration.words_for(options.input_tokens)
+            document["prompts"] = {"salt": prompts.salt, "seed": prompts.seed, "words": words}
+            next_index = 0
+            for spec in specs:
+                level = LevelRun(spec)
+                levels.append(level)
+                progress.level_started(spec)
+                await run_level(
+                    client,
+                    prompts,
+                    words,
+                    level,
+                    metrics_url=target.metrics_url,
+                    first_index=next_index,
+                    on_done=progress.request_done,
+                )
+                next_index += spec.requests
+        document["partial"] = False
+    finally:
+        _finish(document, levels)
+        if any(record.error is None for level in levels for record in level.records):
+            progress.written = results.write_atomic(path, document)
+        elif levels:
+            kinds = sorted({str(record.error) for level in levels for record in level.records})
+            raise EndpointError(f"no request succeeded ({', '.join(kinds) or 'none finished'}); nothing was written")
+    return document, path
+
+
+def _finish(document: dict[str, Any], levels: list[LevelRun]) -> None:
+    document["levels"] = [results.level_summary(level) for level in levels if level.records]
+    document["requests_events_gzip_b64"] = results.encode_events([r for level in levels for r in level.records])
+    document["trusted"] = not document["partial"] and all(not lv["untrusted_because"] for lv in document["levels"])
+
+
+def run(target: Target, options: RunOptions, progress: Progress | None = None) -> tuple[dict[str, Any], Path]:
+    """Synchronous wrapper of :func:`execute`."""
+    return asyncio.run(execute(target, options, progress))

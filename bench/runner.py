@@ -1,0 +1,110 @@
+"""Drives a measurement: calibrate the prompt length, then closed-loop levels of concurrency.
+
+Closed loop at concurrency *c*: *c* workers each send their next request as soon as their last
+one finished, so exactly *c* requests are in flight until the last dispatch. The server's
+/metrics is scraped before and after each level and every second during it. Records are
+appended to ``sink`` as they complete, so an interrupted run still has what it measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench import server
+from bench.client import ChatClient
+from bench.errors import EndpointProtocolError
+from bench.metrics import RequestRecord
+from bench.workloads import Calibration, PromptFactory
+
+CALIBRATION_WORDS = (16, 80)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelSpec:
+    """One closed-loop level: concurrency, number of requests, and their shape."""
+
+    concurrency: int
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    fixed_output: bool = True  # ask for exactly output_tokens (min_tokens + ignore_eos)
+    temperature: float = 0.0
+
+
+@dataclass(slots=True)
+class LevelRun:
+    """What one level produced: its requests and the server's view of the same interval."""
+
+    spec: LevelSpec
+    records: list[RequestRecord] = field(default_factory=list)
+    started_ns: int = 0
+    ended_ns: int = 0
+    server: dict[str, Any] = field(default_factory=dict)
+    complete: bool = False
+
+
+async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
+    """Measure the prompt overhead and tokens per word with two one-token requests."""
+    points = []
+    for offset, words in enumerate(CALIBRATION_WORDS):
+        record = await client.chat(-1 - offset, prompts.messages(10_000_000 + offset, words), 1)
+        if record.error is not None or record.prompt_tokens is None:
+            raise EndpointProtocolError(
+                f"prompt calibration: the endpoint sent no usage.prompt_tokens ({record.error or 'no usage chunk'}); "
+                "bench needs stream_options.include_usage"
+            )
+        points.append((words, record.prompt_tokens))
+    return Calibration.from_probes(points[0], points[1])
+
+
+def _extra_body(spec: LevelSpec) -> dict[str, Any]:
+    body: dict[str, Any] = {"temperature": spec.temperature}
+    if spec.fixed_output:
+        # vLLM and llama.cpp honour these; servers that do not are caught by the length check.
+        body.update({"min_tokens": spec.output_tokens, "ignore_eos": True})
+    return body
+
+
+async def run_level(
+    client: ChatClient,
+    prompts: PromptFactory,
+    words: int,
+    level: LevelRun,
+    *,
+    metrics_url: str | None,
+    first_index: int = 0,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> None:
+    """Run one closed-loop level, filling ``level`` as requests finish."""
+    spec = level.spec
+    counter = itertools.count(first_index)
+    last_index = first_index + spec.requests
+    body = _extra_body(spec)
+
+    async def worker() -> None:
+        while (index := next(counter)) < last_index:
+            record = await client.chat(index, prompts.messages(index, words), spec.output_tokens, extra_body=body)
+            level.records.append(record)
+            if on_done is not None:
+                on_done(record)
+
+    http = client.http
+    sampler = server.Sampler(http, metrics_url) if metrics_url else None
+    before = await server.scrape(http, metrics_url) if metrics_url else None
+    if sampler:
+        sampler.start()
+    level.started_ns = time.perf_counter_ns()
+    try:
+        await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+        level.complete = True
+    finally:
+        level.ended_ns = time.perf_counter_ns()
+        if sampler:
+            await sampler.stop()
+        after = await server.scrape(http, metrics_url) if metrics_url else None
+        level.server = server.server_report(before, after, sampler.samples if sampler else [])

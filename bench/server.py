@@ -1,0 +1,151 @@
+"""What the server itself reports: Prometheus ``/metrics`` of vLLM and llama.cpp, scraped
+before, during (every second) and after a measurement, reduced to deltas and gauge statistics.
+
+Counters are summed over label sets (``engine``, ``model_name``); a counter missing from either
+scrape gives ``None``, never zero. vLLM's ``cache_config_info`` labels are kept as they are
+(the KV pool, block size, dtype). The exposition is parsed with ``prometheus_client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+# Counters whose deltas a run reports: (our name, exposition sample name).
+COUNTERS = {
+    "requests_succeeded": "vllm:request_success_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "generation_tokens": "vllm:generation_tokens_total",
+    "preemptions": "vllm:num_preemptions_total",
+    "prefix_cache_queries": "vllm:prefix_cache_queries_total",
+    "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+    "spec_decode_drafts": "vllm:spec_decode_num_drafts_total",
+    "spec_decode_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "spec_decode_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+    "llamacpp_prompt_tokens": "llamacpp:prompt_tokens_total",
+    "llamacpp_tokens_predicted": "llamacpp:tokens_predicted_total",
+    "llamacpp_decode_calls": "llamacpp:n_decode_total",
+}
+# Gauges sampled during a run: (our name, exposition sample name).
+GAUGES = {
+    "kv_cache_usage": "vllm:kv_cache_usage_perc",
+    "requests_running": "vllm:num_requests_running",
+    "requests_waiting": "vllm:num_requests_waiting",
+    "llamacpp_requests_processing": "llamacpp:requests_processing",
+    "llamacpp_requests_deferred": "llamacpp:requests_deferred",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """One /metrics read: every sample summed over its label sets, and vLLM's cache config labels."""
+
+    t_ns: int
+    values: dict[str, float]
+    cache_config: dict[str, str] = field(default_factory=dict)
+
+
+def parse(text: str, t_ns: int = 0) -> Scrape:
+    """Parse a Prometheus exposition into a :class:`Scrape`."""
+    values: dict[str, float] = {}
+    cache_config: dict[str, str] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            # prometheus_client strips _total from counter family names but keeps it on samples.
+            values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+            if sample.name == "vllm:cache_config_info":
+                cache_config = {key: str(value) for key, value in sample.labels.items()}
+    return Scrape(t_ns, values, cache_config)
+
+
+async def scrape(http: httpx.AsyncClient, url: str) -> Scrape | None:
+    """GET ``url`` and parse it; None when the server has no usable /metrics."""
+    try:
+        response = await http.get(url, timeout=10.0)
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    try:
+        return parse(response.text, time.perf_counter_ns())
+    except ValueError:
+        return None
+
+
+def counter_deltas(before: Scrape | None, after: Scrape | None) -> dict[str, float | None]:
+    """Each counter's growth between two scrapes; None where either scrape lacks it."""
+    deltas: dict[str, float | None] = {}
+    for name, sample in COUNTERS.items():
+        if before is None or after is None or sample not in before.values or sample not in after.values:
+            deltas[name] = None
+        else:
+            deltas[name] = after.values[sample] - before.values[sample]
+    return deltas
+
+
+def gauge_stats(samples: list[Scrape]) -> dict[str, dict[str, float] | None]:
+    """Mean and max of each gauge over the scrapes taken during a run."""
+    stats: dict[str, dict[str, float] | None] = {}
+    for name, sample in GAUGES.items():
+        seen = [scrape.values[sample] for scrape in samples if sample in scrape.values]
+        stats[name] = {"mean": sum(seen) / len(seen), "max": max(seen), "n": float(len(seen))} if seen else None
+    return stats
+
+
+def derived(deltas: dict[str, float | None]) -> dict[str, float | None]:
+    """Rates from counter deltas: prefix-cache hit rate and speculative-decoding acceptance."""
+
+    def ratio(top: str, bottom: str) -> float | None:
+        a, b = deltas.get(top), deltas.get(bottom)
+        return None if a is None or not b else a / b
+
+    drafts_accepted = ratio("spec_decode_accepted_tokens", "spec_decode_drafts")
+    return {
+        "prefix_cache_hit_rate": ratio("prefix_cache_hits", "prefix_cache_queries"),
+        "spec_decode_acceptance_rate": ratio("spec_decode_accepted_tokens", "spec_decode_draft_tokens"),
+        "spec_decode_mean_acceptance_length": None if drafts_accepted is None else 1 + drafts_accepted,
+    }
+
+
+class Sampler:
+    """Scrapes /metrics every ``interval_s`` in the background while a measurement runs."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, interval_s: float = 1.0) -> None:
+        self.http, self.url, self.interval_s = http, url, interval_s
+        self.samples: list[Scrape] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _loop(self) -> None:
+        while True:
+            sample = await scrape(self.http, self.url)
+            if sample is not None:
+                self.samples.append(sample)
+            await asyncio.sleep(self.interval_s)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def server_report(before: Scrape | None, after: Scrape | None, during: list[Scrape]) -> dict[str, Any]:
+    """Everything the server said about one measurement, ready for the result file."""
+    deltas = counter_deltas(before, after)
+    latest = after or before
+    return {
+        "scraped": before is not None and after is not None,
+        "counters": deltas,
+        "derived": derived(deltas),
+        "gauges": gauge_stats(during),
+        "cache_config": latest.cache_config if latest is not None else {},
+    }

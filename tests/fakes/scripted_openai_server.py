@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""PROTOCOL FAKE: a scripted OpenAI-compatible streaming server with known timings (not an LLM).
+
+It answers ``POST /v1/chat/completions`` with ``stream: true`` on a schedule fixed by a JSON
+scenario, so the harness's metrics can be checked against ground truth:
+
+- the first token event leaves ``ttft_ms`` after the request arrived, then one event every
+  ``itl_ms``; each event carries ``tokens_per_event`` tokens (one word per token);
+- ``reasoning_tokens`` come first as ``delta.reasoning`` (or ``delta.reasoning_content`` with
+  ``reasoning_field``), then ``content_tokens`` as ``delta.content``;
+- a role-only event is sent at once (``ttfr`` is ~0), and the final usage chunk last;
+  ``continuous_usage`` adds the running ``usage`` to every event, as vLLM does on request;
+- failure modes: ``status`` (answer that HTTP status), ``truncate_after`` (close the connection
+  after N events, no ``[DONE]``), ``malformed_after`` (send invalid JSON after N events);
+- ``prompt_tokens`` counts one token per whitespace-separated word of the messages plus
+  ``template_tokens`` (a tokenizer where every word is one token);
+- ``event_log``: a file that gets one JSON line per answered request: the first words of its
+  prompt (``key``), its arrival and every token event's send time with ``time.perf_counter_ns``
+  (the same monotonic clock as the client's on Linux), and the tokens each carried: the ground
+  truth the tests compare the harness with.
+
+``GET /v1/models`` lists ``model``; ``GET /health`` answers 200; ``GET /metrics`` answers an
+empty exposition. A request without ``Authorization: Bearer <api_key>`` gets 401.
+
+Usage: scripted_openai_server.py SCENARIO_JSON  (prints the port on the first stdout line).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "model": "scripted",
+    "api_key": "test-key",
+    "ttft_ms": 100.0,
+    "itl_ms": 10.0,
+    "tokens_per_event": 1,
+    "reasoning_tokens": 0,
+    "content_tokens": 32,
+    "reasoning_field": "reasoning",
+    "continuous_usage": False,
+    "template_tokens": 9,
+    "event_log": None,
+    "status": 200,
+    "truncate_after": None,
+    "malformed_after": None,
+}
+
+
+def _chunk(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str], bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, value = line.split(":", 1)
+            headers[name.strip().lower()] = value.strip()
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return method, path, headers, body
+
+
+def _respond(writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str = "application/json") -> None:
+    reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 500: "Internal Server Error"}
+    writer.write(
+        f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\ncontent-type: {content_type}\r\n"
+        f"content-length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+
+
+def _piece(data: bytes) -> bytes:
+    """One piece of a chunked transfer encoding."""
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+LOG: list[Any] = []
+
+
+def _prompt_tokens(request: dict[str, Any], scenario: dict[str, Any]) -> int:
+    words = sum(len(str(message.get("content", "")).split()) for message in request.get("messages", []))
+    return int(words + scenario["template_tokens"])
+
+
+async def _stream(
+    writer: asyncio.StreamWriter, scenario: dict[str, Any], arrived_ns: int, request: dict[str, Any]
+) -> bool:
+    """Stream one scripted answer; False when the connection was dropped on purpose."""
+    max_tokens = int(request.get("max_tokens") or 1 << 30)
+    prompt_tokens = _prompt_tokens(request, scenario)
+    content = " ".join(str(message.get("content", "")) for message in request.get("messages", []))
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": scenario["model"]}
+    writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})))
+    await writer.drain()
+    total = min(scenario["reasoning_tokens"] + scenario["content_tokens"], max_tokens)
+    per_event = scenario["tokens_per_event"]
+    sent, event, log = 0, 0, []
+    while sent < total:
+        target_ns = arrived_ns + int((scenario["ttft_ms"] + event * scenario["itl_ms"]) * 1e6)
+        await asyncio.sleep(max(0.0, (target_ns - time.perf_counter_ns()) / 1e9))
+        if scenario["truncate_after"] is not None and event >= scenario["truncate_after"]:
+            writer.close()
+            return False
+        if scenario["malformed_after"] is not None and event >= scenario["malformed_after"]:
+            writer.write(_piece(b'data: {"choices": [\n\n'))
+            await writer.drain()
+            writer.close()
+            return False
+        count = min(per_event, total - sent)
+        reasoning = max(0, min(count, scenario["reasoning_tokens"] - sent))
+        delta: dict[str, Any] = {}
+        if reasoning:
+            delta[scenario["reasoning_field"]] = " think" * reasoning
+        if count - reasoning:
+            delta["content"] = " word" * (count - reasoning)
+        sent += count
+        payload: dict[str, Any] = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        if scenario["continuous_usage"]:
+            payload["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": sent}
+        writer.write(_piece(_chunk(payload)))
+        await writer.drain()
+        log.append((time.perf_counter_ns(), count, count > reasoning))
+        event += 1
+    finish = "length" if sent >= max_tokens else "stop"
+    writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})))
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": sent,
+        "total_tokens": prompt_tokens + sent,
+        "completion_tokens_details": {"reasoning_tokens": min(sent, scenario["reasoning_tokens"])},
+    }
+    writer.write(_piece(_chunk({**base, "choices": [], "usage": usage})))
+    writer.write(_piece(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    await writer.drain()
+    if LOG:
+        key = " ".join(content.split()[:11])
+        LOG[0].write(json.dumps({"key": key, "arrived_ns": arrived_ns, "sent": log}) + "\n")
+    return True
+
+
+async def _answer(
+    scenario: dict[str, Any],
+    request_line: tuple[str, str],
+    headers: dict[str, str],
+    body: bytes,
+    *,
+    arrived_ns: int,
+    writer: asyncio.StreamWriter,
+) -> bool:
+    """Answer one request; False when the connection must close."""
+    method, path = request_line
+    if path == "/health":
+        _respond(writer, 200, b"{}")
+    elif path == "/metrics":
+        _respond(writer, 200, b"", "text/plain; version=0.0.4")
+    elif headers.get("authorization") != f"Bearer {scenario['api_key']}":
+        _respond(writer, 401, b'{"error":{"message":"Unauthorized","type":"invalid_request_error"}}')
+    elif path == "/v1/models":
+        _respond(writer, 200, json.dumps({"object": "list", "data": [{"id": scenario["model"]}]}).encode())
+    elif method == "POST" and path == "/v1/chat/completions":
+        request = json.loads(body)
+        if scenario["status"] != 200:
+            _respond(writer, scenario["status"], b'{"error":{"message":"scripted failure"}}')
+        elif request.get("model") != scenario["model"]:
+            message = f"The model `{request.get('model')}` does not exist."
+            _respond(writer, 404, json.dumps({"error": {"message": message}}).encode())
+        else:
+            return await _stream(writer, scenario, arrived_ns, request)
+    else:
+        _respond(writer, 404, b"{}")
+    await writer.drain()
+    return True
+
+
+async def _handle(scenario: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Serve requests on one keep-alive connection until the client closes it."""
+    while True:
+        try:
+            method, path, headers, body = await _read_request(reader)
+        except (asyncio.IncompleteReadError, ValueError, ConnectionError):
+            break
+        arrived_ns = time.perf_counter_ns()
+        if not await _answer(scenario, (method, path), headers, body, arrived_ns=arrived_ns, writer=writer):
+            return
+    writer.close()
+
+
+async def main() -> None:
+    with open(sys.argv[1], encoding="utf-8") as handle:
+        scenario = {**DEFAULTS, **json.load(handle)}
+    if scenario["event_log"]:
+        LOG.append(open(scenario["event_log"], "a", buffering=1, encoding="utf-8"))  # noqa: SIM115 (open for the server's life)
+    server = await asyncio.start_server(lambda r, w: _handle(scenario, r, w), "127.0.0.1", 0, backlog=256)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    print(f"started {time.time()}", file=sys.stderr, flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
