@@ -7,6 +7,7 @@ error, 3 endpoint error. Tracebacks appear only with ``--debug``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import __version__, report
-from bench.config import environment, find_deployment, resolve
+from bench.config import Target, environment, find_deployment, resolve
 from bench.errors import BenchError, ConfigError
 from bench.presets import Preset, find_models_file, load_presets
 from bench.run import WORKLOADS, RunOptions
@@ -163,6 +164,19 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
     )
 
 
+def _weight_bytes_per_gpu(target: Target, config_dir: Path | None) -> float | None:
+    """The deployed preset's weights divided by tensor parallelism: bytes each GPU streams per token."""
+    deployment = target.deployment or {}
+    args = list((deployment.get("vllm") or {}).get("args") or [])
+    if config_dir is None or "preset" not in deployment or "--tensor-parallel-size" not in args:
+        return None
+    presets = load_presets(config_dir / "models.yml")
+    preset = presets.get(str(deployment["preset"]))
+    if preset is None:
+        return None
+    return preset.weights_gb * 1e9 / int(args[args.index("--tensor-parallel-size") + 1])
+
+
 def run_command(args: argparse.Namespace, console: Console) -> int:
     """bench run: measure, write the result file, print the summary table."""
     options = _run_options(args)
@@ -173,6 +187,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     flags = {name: getattr(args, name) for name in ("base_url", "api_key", "model", "tag")}
     deployment = find_deployment(args.deployment, config_dir)
     target = resolve(flags, environment(), deployment_path=deployment, config_dir=config_dir)
+    options = dataclasses.replace(options, weight_bytes_per_gpu=_weight_bytes_per_gpu(target, config_dir))
     err = Console(stderr=True)
     err.print(f"bench: {target.base_url} ({target.engine}), tag {target.tag}, results in {options.results_dir}")
     progress = report.LiveProgress(err)
@@ -186,7 +201,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         )
         return 130
     report.print_summary(console, document)
-    console.print(f"result: {path}")
+    console.print(f"result: {path}", soft_wrap=True)
     return 0
 
 

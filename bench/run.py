@@ -21,6 +21,7 @@ from bench import __version__, results
 from bench.client import ChatClient, Endpoint
 from bench.config import Target
 from bench.errors import ConfigError, EndpointError, EndpointModelError
+from bench.gpu import GpuSampler
 from bench.metrics import RequestRecord
 from bench.runner import LevelRun, LevelSpec, calibrate, run_level
 from bench.workloads import PromptFactory, new_salt
@@ -42,6 +43,8 @@ class RunOptions:
     temperature: float = 0.0
     seed: int = 0
     timeout_s: float = 600.0
+    weight_bytes_per_gpu: float | None = None  # for the decode bandwidth bound (preset weights / TP)
+    gpu_telemetry: bool = True
 
     def levels(self) -> list[LevelSpec]:
         """One level per concurrency; at least ``requests`` and at least 4 per stream."""
@@ -125,6 +128,9 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
     endpoint = Endpoint(target.base_url, model, target.api_key, options.timeout_s)
     document["environment"]["model"] = model
     prompts = PromptFactory(new_salt(), options.seed)
+    sampler = GpuSampler()
+    if options.gpu_telemetry:
+        sampler.start()
     try:
         async with ChatClient(endpoint, max_connections=max(options.concurrency) + 4) as client:
             calibration = await calibrate(client, prompts)
@@ -148,13 +154,25 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
                 next_index += spec.requests
         document["partial"] = False
     finally:
+        sampler.stop()
         _finish(document, levels)
+        produced = sum(r.completion_tokens or 0 for level in levels for r in level.records if r.error is None)
+        document["gpu"] = _gpu_report(sampler, document, options, produced) if options.gpu_telemetry else None
         if any(record.error is None for level in levels for record in level.records):
             progress.written = results.write_atomic(path, document)
         elif levels:
             kinds = sorted({str(record.error) for level in levels for record in level.records})
             raise EndpointError(f"no request succeeded ({', '.join(kinds) or 'none finished'}); nothing was written")
     return document, path
+
+
+def _gpu_report(sampler: GpuSampler, document: dict[str, Any], options: RunOptions, produced: int) -> dict[str, Any]:
+    """NVML telemetry of the whole run: tokens per joule over every token the run produced, and
+    the single-stream decode speed (concurrency 1, median) against the bandwidth bound."""
+    single = next(
+        (lv["decode_tps"]["p50"] for lv in document["levels"] if lv["concurrency"] == 1 and lv["decode_tps"]), None
+    )
+    return sampler.report(float(produced), single, options.weight_bytes_per_gpu)
 
 
 def _finish(document: dict[str, Any], levels: list[LevelRun]) -> None:

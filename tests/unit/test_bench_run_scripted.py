@@ -20,12 +20,13 @@ from typing import Any
 import pytest
 
 from bench import metrics, results
+from bench.cli import main
 from bench.config import Target
 from bench.errors import EndpointAuthError, EndpointError, EndpointModelError, EndpointUnreachable
 from bench.metrics import Event, RequestRecord
-from bench.run import RunOptions, execute
+from bench.run import Progress, RunOptions, execute
 from bench.workloads import PromptFactory
-from tests.helpers import FAKES
+from tests.helpers import FAKES, GROUP_VARS
 
 SERVER = FAKES / "scripted_openai_server.py"
 KEY = "test-key"
@@ -204,3 +205,119 @@ def test_truncated_streams_are_errors_and_nothing_claims_success(scripted: Scrip
     with pytest.raises(EndpointError, match=r"no request succeeded.*truncated"):
         asyncio.run(execute(_target(scripted), _options(tmp_path, 1, 4)))
     assert not (tmp_path / "results").exists()
+
+
+def test_interrupted_run_keeps_what_it_measured(scripted: Scripted, tmp_path: Path) -> None:
+    """Cancelling a run (what Ctrl-C does) writes the finished requests, marked partial."""
+    progress = Progress()
+
+    async def interrupt_after_three() -> None:
+        done = asyncio.Event()
+        seen: list[RequestRecord] = []
+
+        def on_done(record: RequestRecord) -> None:
+            seen.append(record)
+            if len(seen) == 3:
+                done.set()
+
+        progress.request_done = on_done
+        task = asyncio.create_task(execute(_target(scripted), _options(tmp_path, 1, 20), progress))
+        await done.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(interrupt_after_three())
+    assert progress.written is not None
+    document = json.loads(progress.written.read_text(encoding="utf-8"))
+    assert document["partial"] is True
+    assert document["trusted"] is False
+    assert 3 <= document["levels"][0]["requests"]["total"] < 20
+    assert "the level was interrupted" in document["levels"][0]["untrusted_because"]
+
+
+@pytest.mark.parametrize("scripted", [{"ttft_ms": 20.0, "itl_ms": 2.0}], indirect=True)
+def test_cli_run_prints_a_table_and_files_the_result(
+    scripted: Scripted, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bench run single` with flags: exit 0, a summary row, and the file under results/<tag>/."""
+    code = main(
+        [
+            "run",
+            "single",
+            "--base-url",
+            scripted.base_url,
+            "--api-key",
+            KEY,
+            "--tag",
+            "cli-test",
+            "--requests",
+            "6",
+            "--input-tokens",
+            "40",
+            "--output-tokens",
+            "8",
+            "--results-dir",
+            str(tmp_path / "results"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "TTFT p50" in out
+    (path,) = (tmp_path / "results" / "cli-test").glob("*.json")
+    assert f"result: {path}" in out
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (["--api-key", "wrong"], 3, "401: wrong or missing API key (--api-key"),
+        (["--model", "nope"], 3, "does not serve model 'nope' (--model)"),
+        (["--input-tokens", "0"], 2, "--input-tokens: must be at least 1"),
+        (["--tag", "a/b"], 2, "--tag: 'a/b'"),
+    ],
+)
+def test_cli_errors_are_one_line_with_exit_codes(
+    scripted: Scripted, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: tuple[list[str], int, str]
+) -> None:
+    """Bad input or a refusing endpoint: one line on stderr naming the flag, the class's exit code."""
+    flags, code, message = case
+    base = ["run", "single", "--base-url", scripted.base_url, "--results-dir", str(tmp_path / "results")]
+    assert main([*base, "--api-key", KEY, *flags]) == code
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert len([line for line in err.splitlines() if line.startswith("bench: error:")]) == 1
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("scripted", [{"ttft_ms": 20.0, "itl_ms": 2.0}], indirect=True)
+def test_cli_reads_endpoint_key_model_and_tag_from_the_fetched_deployment(scripted: Scripted, tmp_path: Path) -> None:
+    """With no target flags, bench uses artifacts/<host>/deployment.json and the key beside it."""
+    checkout = tmp_path / "checkout"
+    (checkout / "group_vars").mkdir(parents=True)
+    (checkout / "group_vars" / "all").symlink_to(GROUP_VARS)
+    host = checkout / "artifacts" / "box"
+    host.mkdir(parents=True)
+    deployment = {
+        "engine": "vllm",
+        "preset": "gemma3-270m",
+        "served_model_name": "scripted",
+        "config_version": "v1-test",
+        "endpoint": {"base_url": scripted.base_url},
+        "vllm": {"args": ["--tensor-parallel-size", "1"]},
+    }
+    (host / "deployment.json").write_text(json.dumps(deployment), encoding="utf-8")
+    (host / "api_key").write_text(KEY + "\n", encoding="utf-8")
+    results_dir = tmp_path / "results"
+    argv = ["--config-dir", str(checkout), "run", "single", "--requests", "4", "--input-tokens", "40"]
+    assert main([*argv, "--output-tokens", "8", "--results-dir", str(results_dir)]) == 0
+    (path,) = (results_dir / "v1-test").glob("*.json")
+    document = json.loads(path.read_text(encoding="utf-8"))
+    sources = document["environment"]["sources"]
+    assert sources["base_url"] == str(host / "deployment.json")
+    assert sources["api_key"] == str(host / "api_key")
+    assert sources["tag"] == str(host / "deployment.json")
+    assert document["environment"]["deployment"]["preset"] == "gemma3-270m"
+    assert document["gpu"]["available"] is False  # no NVIDIA driver on this machine, said once
+    assert KEY not in path.read_text(encoding="utf-8")
