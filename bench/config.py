@@ -103,6 +103,7 @@ def resolve(
         return None
 
     engine = str((deployment or {}).get("engine") or knobs.get("inference_engine") or "vllm")
+    explicit_url = bool(flags.get("base_url") or env.get("BENCH_BASE_URL"))
     host_knob, port_knob = ENGINE_PORTS.get(engine, ENGINE_PORTS["vllm"])
     host = knobs.get(host_knob)
     default_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{knobs[port_knob]}/v1" if host else None
@@ -122,6 +123,8 @@ def resolve(
     tag = pick("tag", "BENCH_TAG", (where, (deployment or {}).get("config_version")), ("default", "untagged"))
     if not TAG.match(str(tag)):
         raise ConfigError(f"--tag: {tag!r} must be 1-100 letters, digits, '.', '_', '+' or '-'")
+    if explicit_url and deployment is None:
+        engine = "unknown"  # decided from the server's /metrics once the run has scraped it
     return Target(str(base_url), str(api_key), model, str(tag), engine, deployment, sources)
 
 

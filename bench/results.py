@@ -57,6 +57,10 @@ def _trust(level: LevelRun, measured: list[RequestMetrics], input_target: int) -
     seen = counters.get("requests_succeeded")
     if seen is not None and round(seen) != succeeded:
         reasons.append(f"another client used the server: it completed {round(seen)} requests, this run {succeeded}")
+    predicted = counters.get("llamacpp_tokens_predicted")
+    ours = sum(record.completion_tokens or 0 for record in level.records if record.error is None)
+    if predicted is not None and round(predicted) > ours:
+        reasons.append(f"another client used the server: it generated {round(predicted)} tokens, this run {ours}")
     if counters.get("preemptions"):
         reasons.append(f"the server preempted {round(counters['preemptions'])} requests (KV cache too small)")
     if level.spec.fixed_output:

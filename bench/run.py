@@ -175,7 +175,20 @@ def _gpu_report(sampler: GpuSampler, document: dict[str, Any], options: RunOptio
     return sampler.report(float(produced), single, options.weight_bytes_per_gpu)
 
 
+def _engine_from_metrics(levels: list[LevelRun]) -> str | None:
+    """vllm or llamacpp, from the series the server's /metrics exposed; None when it has none."""
+    for level in levels:
+        counters = level.server.get("counters", {})
+        if counters.get("requests_succeeded") is not None:
+            return "vllm"
+        if counters.get("llamacpp_tokens_predicted") is not None:
+            return "llamacpp"
+    return None
+
+
 def _finish(document: dict[str, Any], levels: list[LevelRun]) -> None:
+    if document["environment"]["engine"] == "unknown":
+        document["environment"]["engine"] = _engine_from_metrics(levels) or "unknown"
     document["levels"] = [results.level_summary(level) for level in levels if level.records]
     document["requests_events_gzip_b64"] = results.encode_events([r for level in levels for r in level.records])
     document["trusted"] = not document["partial"] and all(not lv["untrusted_because"] for lv in document["levels"])

