@@ -22,7 +22,7 @@ from bench import __version__, report
 from bench.config import Target, environment, find_deployment, resolve
 from bench.errors import BenchError, ConfigError
 from bench.presets import Preset, find_models_file, load_presets
-from bench.run import WORKLOADS, RunOptions
+from bench.run import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
 from bench.run import run as run_benchmark
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,12 @@ def _add_run(commands: Any) -> None:
         "model and tag come from flags, BENCH_* variables, the fetched deployment.json, or group_vars (in that order).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    run.add_argument("workload", choices=WORKLOADS, help="single: one stream; sweep: closed-loop concurrency levels")
+    run.add_argument(
+        "workload",
+        choices=WORKLOADS,
+        help="single: one stream; sweep: closed-loop concurrency levels; rate: open loop, Poisson arrivals; "
+        "context: one stream as the prompt grows",
+    )
     target = run.add_argument_group("target")
     target.add_argument("--base-url", help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (env BENCH_BASE_URL)")
     target.add_argument(
@@ -97,6 +102,17 @@ def _add_run(commands: Any) -> None:
     shape.add_argument(
         "--concurrency", type=int, nargs="+", default=None, help="sweep levels (default 1 2 4 8; single is always 1)"
     )
+    shape.add_argument(
+        "--rate", type=float, nargs="+", default=[0.5, 1.0, 2.0], help="rate levels, requests per second"
+    )
+    shape.add_argument(
+        "--context",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_CONTEXTS),
+        help="context levels, prompt tokens (levels beyond the server's max_model_len are skipped and listed)",
+    )
+    shape.add_argument("--max-in-flight", type=int, default=256, help="rate: cap on requests in flight")
     shape.add_argument(
         "--no-fixed-output", action="store_true", help="let the model stop early (no min_tokens/ignore_eos)"
     )
@@ -144,9 +160,9 @@ def show_preset(console: Console, preset: Preset) -> None:
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
-    if args.workload == "single":
+    if args.workload != "sweep":
         if args.concurrency not in (None, [1]):
-            raise ConfigError("--concurrency: the single workload is one stream; use sweep for levels")
+            raise ConfigError(f"--concurrency: the {args.workload} workload does not take it; use sweep for levels")
         concurrency: tuple[int, ...] = (1,)
     else:
         concurrency = tuple(args.concurrency or (1, 2, 4, 8))
@@ -161,6 +177,9 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         temperature=args.temperature,
         seed=args.seed,
         timeout_s=args.timeout,
+        rates=tuple(args.rate),
+        contexts=tuple(args.context),
+        max_in_flight=args.max_in_flight,
     )
 
 

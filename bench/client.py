@@ -134,6 +134,10 @@ class ChatClient:
 
     async def models(self) -> list[str]:
         """Model ids from /v1/models; raises on a wrong key or an unreachable endpoint."""
+        return [str(entry["id"]) for entry in await self.model_list()]
+
+    async def model_list(self) -> list[dict[str, Any]]:
+        """The entries of /v1/models (id, and max_model_len on vLLM or meta.n_ctx on llama.cpp)."""
         try:
             response = await self._http.get("/models")
         except httpx.TransportError as exc:
@@ -142,7 +146,10 @@ class ChatClient:
         if response.status_code != 200:
             raise EndpointProtocolError(f"{self.endpoint.base_url}/models answered {response.status_code}")
         try:
-            return [str(model["id"]) for model in response.json()["data"]]
+            entries = response.json()["data"]
+            if not all(isinstance(entry, dict) and "id" in entry for entry in entries):
+                raise TypeError("an entry without id")
+            return list(entries)
         except (ValueError, KeyError, TypeError) as exc:
             raise EndpointProtocolError(f"{self.endpoint.base_url}/models is not an OpenAI model list") from exc
 

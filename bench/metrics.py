@@ -265,6 +265,14 @@ def closed_loop_window(records: Sequence[RequestRecord], concurrency: int, warmu
     return Window(start, end)
 
 
+def open_loop_window(records: Sequence[RequestRecord], warmup: int) -> Window | None:
+    """Open loop: from the schedule of the first measured request to the last schedule."""
+    scheduled = sorted(r.t_sched_ns if r.t_sched_ns is not None else r.t_disp_ns for r in records)
+    if len(scheduled) <= warmup + 1 or scheduled[-1] <= scheduled[warmup]:
+        return None
+    return Window(scheduled[warmup], scheduled[-1])
+
+
 def tokens_in_window(records: Sequence[RequestRecord], window: Window) -> float:
     """Output tokens whose events arrived inside ``window`` (the steady-state throughput numerator)."""
     total = 0.0

@@ -75,10 +75,10 @@ def print_summary(console: Console, document: dict[str, Any]) -> None:
     for level in document["levels"]:
         latency, requests = level["latency"], level["requests"]
         table.add_row(
-            str(level["concurrency"]),
+            str(level["label"]),
+            str(level["tokens"]["input_target"]),
             f"{requests['successful']}/{requests['total']}",
             _p(latency["ttft_ms"]),
-            _p(latency["ttft_ms"], "p90"),
             _p(latency["tpot_ms"], digits=2),
             _p(level["decode_tps"]),
             _fmt(level["throughput"]["output_tps"]),
@@ -87,6 +87,8 @@ def print_summary(console: Console, document: dict[str, Any]) -> None:
     console.print(table)
     for level in document["levels"]:
         for reason in level["untrusted_because"]:
-            console.print(f"[yellow]concurrency {level['concurrency']}: {reason}[/yellow]")
+            console.print(f"[yellow]{level['label']}: {reason}[/yellow]")
+    for skipped in document.get("skipped_levels") or []:
+        console.print(f"[yellow]skipped (beyond the server's max_model_len): {skipped}[/yellow]")
     if document["partial"]:
         console.print("[yellow]partial: the run was interrupted[/yellow]")

@@ -80,8 +80,12 @@ def level_summary(level: LevelRun) -> dict[str, Any]:
     """Every run-level number of one concurrency level."""
     spec = level.spec
     records = sorted(level.records, key=lambda record: record.t_disp_ns)
-    warmup = warmup_count(len(records), spec.concurrency)
-    window = metrics.closed_loop_window(records, spec.concurrency, warmup)
+    if spec.rate is None:
+        warmup = warmup_count(len(records), spec.concurrency)
+        window = metrics.closed_loop_window(records, spec.concurrency, warmup)
+    else:
+        warmup = min(math.ceil(0.1 * len(records)), len(records) // 2)
+        window = metrics.open_loop_window(records, warmup)
     per_request = [m for m in map(metrics.request_metrics, records) if m is not None]
     if window is not None:
         measured = [m for m in per_request if window.start_ns <= m.t_disp_ns <= window.end_ns]
@@ -96,7 +100,9 @@ def level_summary(level: LevelRun) -> dict[str, Any]:
         return [float(getattr(m, name)) for m in measured if getattr(m, name) is not None]
 
     return {
+        "label": spec.label,
         "concurrency": spec.concurrency,
+        "rate_per_s": spec.rate,
         "requests": {
             "total": len(records),
             "successful": len(ok),
@@ -106,7 +112,10 @@ def level_summary(level: LevelRun) -> dict[str, Any]:
             "measured": len(measured),
         },
         "window_s": None if window is None else window.seconds,
-        "latency": {name: _summary(values(name)) for name in ("ttft_ms", "ttfo_ms", "ttfr_ms", "e2e_ms", "tpot_ms")},
+        "latency": {
+            name: _summary(values(name))
+            for name in ("ttft_ms", "ttfo_ms", "ttfr_ms", "e2e_ms", "tpot_ms", "queue_client_ms")
+        },
         "decode_tps": _summary(values("decode_tps")),
         "itl_token_ms": _weighted([s for m in measured for s in m.itl_samples], "token"),
         "icl_chunk_ms": _weighted([(gap, 1.0) for m in measured for gap in m.icl_samples], "chunk"),

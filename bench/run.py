@@ -26,7 +26,8 @@ from bench.metrics import RequestRecord
 from bench.runner import LevelRun, LevelSpec, calibrate, run_level
 from bench.workloads import PromptFactory, new_salt
 
-WORKLOADS = ("single", "sweep")
+WORKLOADS = ("single", "sweep", "rate", "context")
+DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,9 @@ class RunOptions:
     timeout_s: float = 600.0
     weight_bytes_per_gpu: float | None = None  # for the decode bandwidth bound (preset weights / TP)
     gpu_telemetry: bool = True
+    rates: tuple[float, ...] = (0.5, 1.0, 2.0)  # rate workload: requests per second, one level each
+    contexts: tuple[int, ...] = DEFAULT_CONTEXTS  # context workload: prompt lengths, one level each
+    max_in_flight: int = 256  # rate workload: cap on concurrent requests (the rest wait, as client queue)
 
     def levels(self) -> list[LevelSpec]:
         """One level per concurrency; at least ``requests`` and at least 4 per stream."""
@@ -57,12 +61,27 @@ class RunOptions:
             raise ConfigError(f"--requests: at least 2 are needed for a window, got {self.requests}")
         if any(c < 1 for c in self.concurrency):
             raise ConfigError(f"--concurrency: every level must be at least 1, got {list(self.concurrency)}")
-        return [
-            LevelSpec(
-                c, max(self.requests, 4 * c), self.input_tokens, self.output_tokens, self.fixed_output, self.temperature
-            )
-            for c in self.concurrency
-        ]
+        if self.workload == "rate":
+            if any(r <= 0 for r in self.rates):
+                raise ConfigError(f"--rate: every rate must be above 0 requests per second, got {list(self.rates)}")
+            return [self._spec(self.max_in_flight, self.requests, self.input_tokens, rate) for rate in self.rates]
+        if self.workload == "context":
+            if any(length < 1 for length in self.contexts):
+                raise ConfigError(f"--context: every prompt length must be at least 1, got {list(self.contexts)}")
+            return [self._spec(1, self.requests, length) for length in self.contexts]
+        return [self._spec(c, max(self.requests, 4 * c), self.input_tokens) for c in self.concurrency]
+
+    def _spec(self, concurrency: int, requests: int, input_tokens: int, rate: float | None = None) -> LevelSpec:
+        return LevelSpec(
+            concurrency,
+            requests,
+            input_tokens,
+            self.output_tokens,
+            fixed_output=self.fixed_output,
+            temperature=self.temperature,
+            rate=rate,
+            seed=self.seed,
+        )
 
 
 @dataclass(slots=True)
@@ -100,8 +119,18 @@ def _document(target: Target, options: RunOptions, run_id: str, started: datetim
     }
 
 
-async def _resolve_model(client: ChatClient, target: Target) -> str:
-    served = await client.models()
+async def _resolve_model(client: ChatClient, target: Target) -> tuple[str, int | None]:
+    """The model to ask for, and the longest context the server serves it with (None if unsaid)."""
+    listing = await client.model_list()
+    served = [str(entry["id"]) for entry in listing]
+    model = await _pick_model(served, target)
+    entry = next(e for e in listing if str(e["id"]) == model)
+    meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
+    length = entry.get("max_model_len") or meta.get("n_ctx")  # vLLM, llama.cpp
+    return model, int(length) if length else None
+
+
+async def _pick_model(served: list[str], target: Target) -> str:
     if target.model is None:
         if len(served) != 1:
             raise ConfigError(f"--model: the endpoint serves {served}; name one")
@@ -123,20 +152,27 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
     document = _document(target, options, run_id, started)
     endpoint = Endpoint(target.base_url, target.model or "", target.api_key, options.timeout_s)
     levels: list[LevelRun] = []
-    async with ChatClient(endpoint, max_connections=max(options.concurrency) + 4) as probe:
-        model = await _resolve_model(probe, target)
+    async with ChatClient(endpoint, max_connections=4) as probe:
+        model, max_len = await _resolve_model(probe, target)
     endpoint = Endpoint(target.base_url, model, target.api_key, options.timeout_s)
     document["environment"]["model"] = model
+    document["environment"]["max_model_len"] = max_len
+    if max_len is not None:
+        fits = [spec for spec in specs if spec.input_tokens + spec.output_tokens <= max_len]
+        document["skipped_levels"] = [f"{s.label}, {s.input_tokens} prompt tokens" for s in specs if s not in fits]
+        if not fits:
+            raise ConfigError(f"--input-tokens/--context: no level fits the server's context of {max_len} tokens")
+        specs = fits
+    connections = max(spec.concurrency for spec in specs) + 4
     prompts = PromptFactory(new_salt(), options.seed)
     sampler = GpuSampler()
     if options.gpu_telemetry:
         sampler.start()
     try:
-        async with ChatClient(endpoint, max_connections=max(options.concurrency) + 4) as client:
+        async with ChatClient(endpoint, max_connections=connections) as client:
             calibration = await calibrate(client, prompts)
             document["calibration"] = asdict(calibration)
-            words = calibration.words_for(options.input_tokens)
-            document["prompts"] = {"salt": prompts.salt, "seed": prompts.seed, "words": words}
+            document["prompts"] = {"salt": prompts.salt, "seed": prompts.seed}
             next_index = 0
             for spec in specs:
                 level = LevelRun(spec)
@@ -145,7 +181,7 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
                 await run_level(
                     client,
                     prompts,
-                    words,
+                    calibration,
                     level,
                     metrics_url=target.metrics_url,
                     first_index=next_index,

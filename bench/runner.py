@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,8 @@ CALIBRATION_WORDS = (16, 80)
 
 @dataclass(frozen=True, slots=True)
 class LevelSpec:
-    """One closed-loop level: concurrency, number of requests, and their shape."""
+    """One level: closed loop at ``concurrency``, or open loop at ``rate`` requests per second
+    (Poisson arrivals; ``concurrency`` then caps the requests in flight), and the request shape."""
 
     concurrency: int
     requests: int
@@ -34,6 +36,12 @@ class LevelSpec:
     output_tokens: int
     fixed_output: bool = True  # ask for exactly output_tokens (min_tokens + ignore_eos)
     temperature: float = 0.0
+    rate: float | None = None
+    seed: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.rate:g} req/s" if self.rate is not None else f"c={self.concurrency}"
 
 
 @dataclass(slots=True)
@@ -73,25 +81,24 @@ def _extra_body(spec: LevelSpec) -> dict[str, Any]:
 async def run_level(
     client: ChatClient,
     prompts: PromptFactory,
-    words: int,
+    calibration: Calibration,
     level: LevelRun,
     *,
     metrics_url: str | None,
     first_index: int = 0,
     on_done: Callable[[RequestRecord], None] | None = None,
 ) -> None:
-    """Run one closed-loop level, filling ``level`` as requests finish."""
+    """Run one level, filling ``level`` as requests finish."""
     spec = level.spec
-    counter = itertools.count(first_index)
-    last_index = first_index + spec.requests
+    words = calibration.words_for(spec.input_tokens)
     body = _extra_body(spec)
 
-    async def worker() -> None:
-        while (index := next(counter)) < last_index:
-            record = await client.chat(index, prompts.messages(index, words), spec.output_tokens, extra_body=body)
-            level.records.append(record)
-            if on_done is not None:
-                on_done(record)
+    async def one(index: int, t_sched_ns: int | None = None) -> None:
+        messages = prompts.messages(index, words)
+        record = await client.chat(index, messages, spec.output_tokens, extra_body=body, t_sched_ns=t_sched_ns)
+        level.records.append(record)
+        if on_done is not None:
+            on_done(record)
 
     http = client.http
     sampler = server.Sampler(http, metrics_url) if metrics_url else None
@@ -100,7 +107,10 @@ async def run_level(
         sampler.start()
     level.started_ns = time.perf_counter_ns()
     try:
-        await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+        if spec.rate is None:
+            await _closed_loop(spec, first_index, one)
+        else:
+            await _open_loop(spec, first_index, one)
         level.complete = True
     finally:
         level.ended_ns = time.perf_counter_ns()
@@ -108,3 +118,40 @@ async def run_level(
             await sampler.stop()
         after = await server.scrape(http, metrics_url) if metrics_url else None
         level.server = server.server_report(before, after, sampler.samples if sampler else [])
+
+
+async def _closed_loop(spec: LevelSpec, first: int, one: Callable[[int], Awaitable[None]]) -> None:
+    """``concurrency`` workers, each sending its next request when its last one finished."""
+    counter = itertools.count(first)
+    last = first + spec.requests
+
+    async def worker() -> None:
+        while (index := next(counter)) < last:
+            await one(index)
+
+    await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+
+
+async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awaitable[None]]) -> None:
+    """Poisson arrivals at ``rate``: each request is sent at its scheduled time (or as soon as one
+    of ``concurrency`` slots frees up; the wait is recorded as client queue time)."""
+    assert spec.rate is not None
+    generator = random.Random(spec.seed)
+    slots = asyncio.Semaphore(spec.concurrency)
+    start = time.perf_counter_ns()
+    offset = 0.0
+    tasks = []
+
+    async def scheduled(index: int, at_ns: int) -> None:
+        await asyncio.sleep(max(0.0, (at_ns - time.perf_counter_ns()) / 1e9))
+        async with slots:
+            await one(index, at_ns)
+
+    for index in range(first, first + spec.requests):
+        tasks.append(asyncio.ensure_future(scheduled(index, start + int(offset * 1e9))))
+        offset += generator.expovariate(spec.rate)
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()

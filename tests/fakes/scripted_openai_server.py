@@ -19,7 +19,7 @@ scenario, so the harness's metrics can be checked against ground truth:
   (the same monotonic clock as the client's on Linux), and the tokens each carried: the ground
   truth the tests compare the harness with.
 
-``GET /v1/models`` lists ``model``; ``GET /health`` answers 200; ``GET /metrics`` answers an
+``GET /v1/models`` lists ``model`` with ``max_model_len``; ``GET /health`` answers 200; ``GET /metrics`` answers an
 empty exposition. A request without ``Authorization: Bearer <api_key>`` gets 401.
 
 Usage: scripted_openai_server.py SCENARIO_JSON  (prints the port on the first stdout line).
@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "reasoning_field": "reasoning",
     "continuous_usage": False,
     "template_tokens": 9,
+    "max_model_len": 4096,
     "event_log": None,
     "status": 200,
     "truncate_after": None,
@@ -165,7 +166,13 @@ async def _answer(
     elif headers.get("authorization") != f"Bearer {scenario['api_key']}":
         _respond(writer, 401, b'{"error":{"message":"Unauthorized","type":"invalid_request_error"}}')
     elif path == "/v1/models":
-        _respond(writer, 200, json.dumps({"object": "list", "data": [{"id": scenario["model"]}]}).encode())
+        _respond(
+            writer,
+            200,
+            json.dumps(
+                {"object": "list", "data": [{"id": scenario["model"], "max_model_len": scenario["max_model_len"]}]}
+            ).encode(),
+        )
     elif method == "POST" and path == "/v1/chat/completions":
         request = json.loads(body)
         if scenario["status"] != 200:

@@ -25,7 +25,7 @@ from bench.config import Target
 from bench.errors import EndpointAuthError, EndpointError, EndpointModelError, EndpointUnreachable
 from bench.metrics import Event, RequestRecord
 from bench.run import Progress, RunOptions, execute
-from bench.workloads import PromptFactory
+from bench.workloads import Calibration, PromptFactory
 from tests.helpers import FAKES, GROUP_VARS
 
 SERVER = FAKES / "scripted_openai_server.py"
@@ -97,7 +97,8 @@ def _records(document: dict[str, Any]) -> list[RequestRecord]:
 def _truth(server: Scripted, document: dict[str, Any], record: RequestRecord) -> dict[str, float]:
     """What really happened to one request, from the fake's send log and the client's dispatch."""
     prompts = PromptFactory(document["prompts"]["salt"], document["prompts"]["seed"])
-    content = prompts.messages(record.index, document["prompts"]["words"])[0]["content"]
+    words = Calibration(**document["calibration"]).words_for(record.requested_tokens and 64)
+    content = prompts.messages(record.index, words)[0]["content"]
     sent = server.answered()[" ".join(content.split()[:11])]["sent"]
     first, last = sent[0][0], sent[-1][0]
     answer = next(t for t, _, is_answer in sent if is_answer)
@@ -321,3 +322,27 @@ def test_cli_reads_endpoint_key_model_and_tag_from_the_fetched_deployment(script
     assert document["environment"]["deployment"]["preset"] == "gemma3-270m"
     assert document["gpu"]["available"] is False  # no NVIDIA driver on this machine, said once
     assert KEY not in path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("scripted", [{"ttft_ms": 20.0, "itl_ms": 2.0}], indirect=True)
+def test_rate_workload_is_open_loop_with_scheduled_sends(scripted: Scripted, tmp_path: Path) -> None:
+    """Poisson arrivals: every request keeps its schedule, queue time is reported, one level per rate."""
+    options = RunOptions("rate", (1,), 12, 64, 8, tmp_path / "results", rates=(20.0, 40.0))
+    document, _ = asyncio.run(execute(_target(scripted), options))
+    assert [level["rate_per_s"] for level in document["levels"]] == [20.0, 40.0]
+    for level in document["levels"]:
+        assert level["requests"]["successful"] == 12
+        assert level["window_s"] > 0
+        assert level["latency"]["queue_client_ms"]["max"] < 50  # nothing waited for a slot
+    records = _records(document)
+    assert all(record.t_sched_ns is not None and record.t_disp_ns >= record.t_sched_ns for record in records)
+
+
+@pytest.mark.parametrize("scripted", [{"ttft_ms": 20.0, "itl_ms": 2.0, "max_model_len": 4096}], indirect=True)
+def test_context_workload_grows_the_prompt_and_skips_what_does_not_fit(scripted: Scripted, tmp_path: Path) -> None:
+    """Each level has its exact prompt length; a level beyond max_model_len is skipped and listed."""
+    options = RunOptions("context", (1,), 3, 64, 8, tmp_path / "results", contexts=(128, 1024, 8192))
+    document, _ = asyncio.run(execute(_target(scripted), options))
+    assert [level["tokens"]["input"]["p50"] for level in document["levels"]] == [128, 1024]
+    assert document["skipped_levels"] == ["c=1, 8192 prompt tokens"]
+    assert document["environment"]["max_model_len"] == 4096
