@@ -113,6 +113,9 @@ def _add_run(commands: Any) -> None:
         help="context levels, prompt tokens (levels beyond the server's max_model_len are skipped and listed)",
     )
     shape.add_argument("--max-in-flight", type=int, default=256, help="rate: cap on requests in flight")
+    shape.add_argument("--sessions", type=int, default=4, help="agent: sessions (run --concurrency at a time)")
+    shape.add_argument("--turns", type=int, default=6, help="agent: turns per session (--input-tokens new each)")
+    shape.add_argument("--system-tokens", type=int, default=2048, help="agent: shared system prompt and tool schemas")
     shape.add_argument(
         "--no-fixed-output", action="store_true", help="let the model stop early (no min_tokens/ignore_eos)"
     )
@@ -160,10 +163,14 @@ def show_preset(console: Console, preset: Preset) -> None:
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
-    if args.workload != "sweep":
+    if args.workload == "agent":
+        if args.concurrency is not None and len(args.concurrency) != 1:
+            raise ConfigError("--concurrency: the agent workload takes one value, the sessions run at a time")
+        concurrency: tuple[int, ...] = tuple(args.concurrency or (1,))
+    elif args.workload != "sweep":
         if args.concurrency not in (None, [1]):
             raise ConfigError(f"--concurrency: the {args.workload} workload does not take it; use sweep for levels")
-        concurrency: tuple[int, ...] = (1,)
+        concurrency = (1,)
     else:
         concurrency = tuple(args.concurrency or (1, 2, 4, 8))
     return RunOptions(
@@ -180,6 +187,9 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         rates=tuple(args.rate),
         contexts=tuple(args.context),
         max_in_flight=args.max_in_flight,
+        sessions=args.sessions,
+        turns=args.turns,
+        system_tokens=args.system_tokens,
     )
 
 

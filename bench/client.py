@@ -44,6 +44,7 @@ class _Stream:
     finish_reason: str | None = None
     done: bool = False
     error: str | None = None
+    text: list[str] = field(default_factory=list)
 
 
 def _event_from(payload: dict[str, Any], t_ns: int, stream: _Stream) -> Event:
@@ -55,6 +56,8 @@ def _event_from(payload: dict[str, Any], t_ns: int, stream: _Stream) -> Event:
     for choice in payload.get("choices") or []:
         delta = choice.get("delta") or {}
         content += len(delta.get("content") or "")
+        if delta.get("content"):
+            stream.text.append(delta["content"])
         # vLLM renamed reasoning_content to reasoning; other servers still send the old name.
         reasoning += len(delta.get("reasoning") or "") + len(delta.get("reasoning_content") or "")
         tool_call = tool_call or bool(delta.get("tool_calls"))
@@ -161,8 +164,11 @@ class ChatClient:
         *,
         extra_body: dict[str, Any] | None = None,
         t_sched_ns: int | None = None,
+        keep_text: bool = False,
     ) -> RequestRecord:
-        """Send one streamed chat completion and record every event's arrival time."""
+        """Send one streamed chat completion and record every event's arrival time.
+
+        ``keep_text`` keeps the answer's text on the record (multi-turn workloads send it back)."""
         body: dict[str, Any] = {
             "model": self.endpoint.model,
             "messages": messages,
@@ -179,6 +185,7 @@ class ChatClient:
                     text = (await response.aread()).decode(errors="replace")
                     _raise_for_fatal(response.status_code, text, self.endpoint)
                     kind = _error_kind(response.status_code, text)
+                    log.debug("request %s: HTTP %s: %s", index, response.status_code, text[:300])
                     return self._record(index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=kind)
                 async for data in response.aiter_raw():
                     feed(stream, data, time.perf_counter_ns())
@@ -192,10 +199,20 @@ class ChatClient:
             stream.error = "truncated"
         if stream.error is None and not stream.done:
             stream.error = "truncated"  # the connection closed before [DONE]
-        return self._record(index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=stream.error)
+        return self._record(
+            index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=stream.error, keep_text=keep_text
+        )
 
     def _record(
-        self, index: int, t_disp: int, stream: _Stream, *, max_tokens: int, t_sched_ns: int | None, error: str | None
+        self,
+        index: int,
+        t_disp: int,
+        stream: _Stream,
+        *,
+        max_tokens: int,
+        t_sched_ns: int | None,
+        error: str | None,
+        keep_text: bool = False,
     ) -> RequestRecord:
         usage = stream.usage or {}
         details = usage.get("completion_tokens_details") or {}
@@ -213,6 +230,7 @@ class ChatClient:
             reasoning_tokens=details.get("reasoning_tokens"),
             finish_reason=stream.finish_reason,
             error=error,
+            answer="".join(stream.text) if keep_text else "",
         )
         log.debug("request %s: %s events, error %s", index, len(stream.events), error)
         return record

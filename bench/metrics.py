@@ -55,6 +55,9 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None  # error kind; None when the request succeeded
+    answer: str = ""  # the answer's text, kept only by multi-turn workloads
+    session: int | None = None  # agent workload: session and turn of this request
+    turn: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

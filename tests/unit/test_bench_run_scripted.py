@@ -346,3 +346,22 @@ def test_context_workload_grows_the_prompt_and_skips_what_does_not_fit(scripted:
     assert [level["tokens"]["input"]["p50"] for level in document["levels"]] == [128, 1024]
     assert document["skipped_levels"] == ["c=1, 8192 prompt tokens"]
     assert document["environment"]["max_model_len"] == 4096
+
+
+@pytest.mark.parametrize("scripted", [{"ttft_ms": 10.0, "itl_ms": 1.0}], indirect=True)
+def test_agent_sessions_resend_a_growing_history(scripted: Scripted, tmp_path: Path) -> None:
+    """Two sessions of three turns: each turn's prompt holds the system prompt, the earlier turns
+    and the answers the server gave, so it grows by the new message plus the last answer."""
+    options = RunOptions("agent", (1,), 2, 32, 8, tmp_path / "results", sessions=2, turns=3, system_tokens=100)
+    document, _ = asyncio.run(execute(_target(scripted), options))
+    (level,) = document["levels"]
+    turns = level["agent_turns"]
+    assert [row["turn"] for row in turns] == [0, 1, 2]
+    assert [row["requests"] for row in turns] == [2, 2, 2]
+    sizes = [row["prompt_tokens_mean"] for row in turns]
+    # Each turn adds a user message (about 32 tokens) and the previous answer (8 words here).
+    assert sizes[1] - sizes[0] == pytest.approx(sizes[2] - sizes[1])
+    assert sizes[1] - sizes[0] >= 32 + 8
+    assert level["untrusted_because"] == []
+    records = _records(document)
+    assert sorted((r.session, r.turn) for r in records) == [(s, t) for s in range(2) for t in range(3)]
