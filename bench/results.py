@@ -142,6 +142,7 @@ def level_summary(level: LevelRun) -> dict[str, Any]:
         },
         "server": level.server,
         "agent_turns": agent_turns(level) if any(r.turn is not None for r in records) else None,
+        "per_request_server": {str(index): deltas for index, deltas in sorted(level.per_request_server.items())},
         "untrusted_because": _trust(level, measured, spec.input_tokens),
     }
 

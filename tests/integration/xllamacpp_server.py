@@ -20,7 +20,8 @@ def main() -> None:
     params = xllamacpp.CommonParams()
     params.model.path = model
     params.port = port
-    params.api_keys = [key]
+    if key:  # an empty key serves without authentication
+        params.api_keys = [key]
     params.endpoint_metrics = True
     params.n_parallel = 2
     params.n_ctx = 4096
