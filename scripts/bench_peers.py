@@ -61,22 +61,23 @@ def pinned(core: int, command: list[str], **kwargs: Any) -> subprocess.Completed
     return done
 
 
-def run_bench(base_url: str, workdir: Path, extra: list[str] | None = None) -> dict[str, Any]:
+def run_bench(base_url: str, workdir: Path, extra: list[str] | None = None, isl: int = ISL) -> dict[str, Any]:
     results = workdir / "bench-results"
     command = [str(BENCH), "run", "single", "--base-url", base_url, "--tag", "peers", "--results-dir", str(results)]
-    command += ["--requests", str(REQUESTS), "--input-tokens", str(ISL), "--output-tokens", str(OSL), *(extra or [])]
+    command += ["--requests", str(REQUESTS), "--input-tokens", str(isl), "--output-tokens", str(OSL), *(extra or [])]
     pinned(0, command)
     (path,) = (results / "peers").glob("*.json")
     document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return document
 
 
-def bench_medians(document: dict[str, Any]) -> tuple[float, float]:
+def bench_medians(document: dict[str, Any]) -> tuple[float, float, float]:
+    """TTFT p50, and TPOT p50: what AIPerf and GuideLLM call ITL, (E2E - TTFT) / (tokens - 1)."""
     level = document["levels"][0]
-    return level["latency"]["ttft_ms"]["p50"], level["itl_token_ms"]["p50"]
+    return level["latency"]["ttft_ms"]["p50"], level["latency"]["tpot_ms"]["p50"], level["tokens"]["input"]["p50"]
 
 
-def run_aiperf(port: int, model: str, workdir: Path) -> tuple[float, float]:
+def run_aiperf(port: int, model: str, workdir: Path) -> tuple[float, float, float]:
     artifacts = workdir / "aiperf"
     command = [
         str(PEERS / "aiperf" / "bin" / "aiperf"),
@@ -93,10 +94,11 @@ def run_aiperf(port: int, model: str, workdir: Path) -> tuple[float, float]:
     (export,) = artifacts.rglob("profile_export_aiperf.json")
     data = json.loads(export.read_text(encoding="utf-8"))
     records = data.get("records", data)
-    return float(records["time_to_first_token"]["p50"]), float(records["inter_token_latency"]["p50"])
+    prompt = float(records["usage_prompt_tokens"]["p50"])  # as the server counted it, chat template included
+    return float(records["time_to_first_token"]["p50"]), float(records["inter_token_latency"]["p50"]), prompt
 
 
-def run_guidellm(port: int, model: str, workdir: Path) -> tuple[float, float]:
+def run_guidellm(port: int, model: str, workdir: Path) -> tuple[float, float, float]:
     output = workdir / "guidellm.json"
     command = [str(PEERS / "guidellm" / "bin" / "guidellm"), "run"]
     command += ["--backend", f"kind=openai_http,target=http://127.0.0.1:{port},model={model}"]
@@ -110,6 +112,7 @@ def run_guidellm(port: int, model: str, workdir: Path) -> tuple[float, float]:
     return (
         float(metrics["time_to_first_token_ms"]["successful"]["median"]),
         float(metrics["inter_token_latency_ms"]["successful"]["median"]),
+        float(metrics["prompt_token_count"]["successful"]["median"]),
     )
 
 
@@ -123,66 +126,76 @@ def peers_table(workdir: Path) -> list[str]:
         wait_healthy(port)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as response:
             model = json.loads(response.read())["data"][0]["id"]
-        ours = bench_medians(run_bench(f"http://127.0.0.1:{port}/v1", workdir))
-        rows = [("bench", ours)]
-        for name, runner in (("AIPerf 0.13.0", run_aiperf), ("GuideLLM 0.8.1", run_guidellm)):
-            rows.append((name, runner(port, model, workdir)))
+        peers = [
+            (name, runner(port, model, workdir))
+            for name, runner in (("AIPerf 0.13.0", run_aiperf), ("GuideLLM 0.8.1", run_guidellm))
+        ]
+        # Both peers count --isl before the chat template; bench counts what the server counts.
+        # Give bench the prompt length the server saw from the peers, so all three send the same.
+        same = round(peers[0][1][2])
+        ours = bench_medians(run_bench(f"http://127.0.0.1:{port}/v1", workdir, isl=same))
+        rows = [("bench", ours), *peers]
     finally:
         server.terminate()
         server.wait(timeout=30)
     lines = [
         f"llama.cpp (xllamacpp) serving gemma3-270m on core 1; each tool on core 0; {REQUESTS} requests, "
-        f"concurrency 1, {ISL} prompt tokens, {OSL} output tokens.",
+        f"concurrency 1, --isl {ISL} for the peers, {OSL} output tokens. ITL here is (E2E - TTFT) / (tokens - 1) "
+        "per request, which bench reports as TPOT.",
         "",
-        "| tool | TTFT p50 ms | ITL p50 ms | TTFT / bench | ITL / bench |",
-        "|---|---|---|---|---|",
+        "| tool | prompt tokens (server) | TTFT p50 ms | ITL p50 ms | TTFT / bench | ITL / bench |",
+        "|---|---|---|---|---|---|",
     ]
-    for name, (ttft, itl) in rows:
-        lines.append(f"| {name} | {ttft:.1f} | {itl:.2f} | {ttft / ours[0]:.3f} | {itl / ours[1]:.3f} |")
+    for name, (ttft, itl, prompt) in rows:
+        lines.append(f"| {name} | {prompt:.0f} | {ttft:.1f} | {itl:.2f} | {ttft / ours[0]:.3f} | {itl / ours[1]:.3f} |")
     return lines
 
 
 def cpu_cost(workdir: Path) -> list[str]:
+    """bench's CPU per streamed token, against the scripted server streaming as fast as it can."""
     scenario = workdir / "fast.json"
     scenario.write_text(
         json.dumps({"api_key": "", "ttft_ms": 0, "itl_ms": 0, "content_tokens": 2000}), encoding="utf-8"
     )
     fake = REPO / "tests" / "fakes" / "scripted_openai_server.py"
-    server = subprocess.Popen(
-        ["taskset", "-c", "1", sys.executable, str(fake), str(scenario)], stdout=subprocess.PIPE, text=True
-    )
+    command = ["taskset", "-c", "1", sys.executable, str(fake), str(scenario)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None
         port = server.stdout.readline().strip()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        startup = _child_cpu(lambda: pinned(0, [str(BENCH), "--version"]))
+        flags = ["--output-tokens", "2000", "--requests", "50", "--api-key", "", "--no-fixed-output"]
+        holder: list[dict[str, Any]] = []
         started = time.perf_counter()
-        document = run_bench(
-            f"http://127.0.0.1:{port}/v1",
-            workdir / "cost",
-            ["--output-tokens", "2000", "--api-key", "", "--no-fixed-output"],
-        )
+        cpu = _child_cpu(lambda: holder.append(run_bench(f"http://127.0.0.1:{port}/v1", workdir / "cost", flags)))
         wall = time.perf_counter() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         server.terminate()
         server.wait(timeout=10)
         if server.stdout is not None:
             server.stdout.close()
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    streamed = sum(
-        event["completion_tokens"] or 0 for event in results.decode_events(document["requests_events_gzip_b64"])
-    )
+    events = results.decode_events(holder[0]["requests_events_gzip_b64"])
+    streamed = sum(event["completion_tokens"] or 0 for event in events)
     return [
-        f"bench's own cost: {cpu:.2f} CPU seconds for {streamed:,} streamed tokens in {wall:.1f} s wall, "
-        f"{cpu / streamed * 1e6:.1f} microseconds of CPU per token (process start and calibration included).",
+        f"bench's own cost against a local server that streams as fast as it can: {cpu:.2f} CPU seconds for "
+        f"{streamed:,} streamed tokens in {wall:.1f} s wall; {(cpu - startup) / streamed * 1e6:.1f} microseconds of "
+        f"CPU per token after the {startup:.2f} s that starting the bench process costs.",
     ]
+
+
+def _child_cpu(action: Any) -> float:
+    """CPU seconds (user and system) that the child processes started by ``action`` used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    action()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as folder:
         workdir = Path(folder)
-        lines = [*peers_table(workdir), "", *cpu_cost(workdir)]
-    print("\n".join(lines))
+        print("\n".join(peers_table(workdir)), flush=True)
+        print("\n" + "\n".join(cpu_cost(workdir)))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ scenario, so the harness's metrics can be checked against ground truth:
   truth the tests compare the harness with.
 
 ``GET /v1/models`` lists ``model`` with ``max_model_len``; ``GET /health`` answers 200; ``GET /metrics`` answers an
-empty exposition. A request without ``Authorization: Bearer <api_key>`` gets 401.
+empty exposition. A request without ``Authorization: Bearer <api_key>`` gets 401 (an empty ``api_key`` turns that off).
 
 Usage: scripted_openai_server.py SCENARIO_JSON  (prints the port on the first stdout line).
 """
@@ -163,7 +163,7 @@ async def _answer(
         _respond(writer, 200, b"{}")
     elif path == "/metrics":
         _respond(writer, 200, b"", "text/plain; version=0.0.4")
-    elif headers.get("authorization") != f"Bearer {scenario['api_key']}":
+    elif scenario["api_key"] and headers.get("authorization") != f"Bearer {scenario['api_key']}":
         _respond(writer, 401, b'{"error":{"message":"Unauthorized","type":"invalid_request_error"}}')
     elif path == "/v1/models":
         _respond(
