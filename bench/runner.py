@@ -63,10 +63,11 @@ async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
     points = []
     for offset, words in enumerate(CALIBRATION_WORDS):
         record = await client.chat(-1 - offset, prompts.messages(10_000_000 + offset, words), 1)
-        if record.error is not None or record.prompt_tokens is None:
+        if record.error is not None:
+            raise EndpointProtocolError(f"prompt calibration: a one-token request failed ({record.error})")
+        if record.prompt_tokens is None:
             raise EndpointProtocolError(
-                f"prompt calibration: the endpoint sent no usage.prompt_tokens ({record.error or 'no usage chunk'}); "
-                "bench needs stream_options.include_usage"
+                "prompt calibration: the endpoint sent no usage.prompt_tokens; bench needs stream_options.include_usage"
             )
         points.append((words, record.prompt_tokens))
     return Calibration.from_probes(points[0], points[1])

@@ -47,6 +47,8 @@ DEFAULTS: dict[str, Any] = {
     "max_model_len": 4096,
     "event_log": None,
     "status": 200,
+    "error_message": "scripted failure",
+    "status_above_max_tokens": 0,  # answer ``status`` only to requests with max_tokens above this
     "truncate_after": None,
     "malformed_after": None,
 }
@@ -175,8 +177,8 @@ async def _answer(
         )
     elif method == "POST" and path == "/v1/chat/completions":
         request = json.loads(body)
-        if scenario["status"] != 200:
-            _respond(writer, scenario["status"], b'{"error":{"message":"scripted failure"}}')
+        if scenario["status"] != 200 and int(request.get("max_tokens") or 0) > scenario["status_above_max_tokens"]:
+            _respond(writer, scenario["status"], json.dumps({"error": {"message": scenario["error_message"]}}).encode())
         elif request.get("model") != scenario["model"]:
             message = f"The model `{request.get('model')}` does not exist."
             _respond(writer, 404, json.dumps({"error": {"message": message}}).encode())

@@ -365,3 +365,24 @@ def test_agent_sessions_resend_a_growing_history(scripted: Scripted, tmp_path: P
     assert level["untrusted_because"] == []
     records = _records(document)
     assert sorted((r.session, r.turn) for r in records) == [(s, t) for s in range(2) for t in range(3)]
+
+
+@pytest.mark.parametrize(
+    ("scripted", "kind"),
+    [
+        ({"malformed_after": 3}, "malformed"),
+        (
+            {"status": 400, "status_above_max_tokens": 1, "error_message": "maximum context length is 2048 tokens"},
+            "context_overflow",
+        ),
+        ({"status": 500, "status_above_max_tokens": 1}, "http_500"),
+    ],
+    indirect=["scripted"],
+)
+def test_request_failures_are_classified_and_nothing_claims_success(
+    scripted: Scripted, tmp_path: Path, kind: str
+) -> None:
+    """Malformed streams, context overflow and server errors: counted by kind, no result file."""
+    with pytest.raises(EndpointError, match=rf"no request succeeded \({kind}\)"):
+        asyncio.run(execute(_target(scripted), _options(tmp_path, 1, 4)))
+    assert not (tmp_path / "results").exists()
