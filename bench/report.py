@@ -93,6 +93,15 @@ def print_summary(console: Console, document: dict[str, Any]) -> None:
     for level in document["levels"]:
         if level.get("agent_turns"):
             _print_turns(console, level["agent_turns"])
+    native = document.get("ollama_native")
+    if native:
+        console.print(
+            f"Ollama's own timings ({native['requests']} native requests): decode "
+            f"{_fmt(native['server_decode_tps_p50'])} tok/s server-side, {_fmt(native['client_decode_tps_p50'])} "
+            f"measured from the stream (ratio {_fmt(native['client_over_server'], 3)})"
+        )
+        for warning in native["warnings"]:
+            console.print(f"[yellow]Ollama cross-check: {warning}[/yellow]")
     if document["partial"]:
         console.print("[yellow]partial: the run was interrupted[/yellow]")
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, results
+from bench import __version__, metrics, ollama, results
 from bench.client import ChatClient, Endpoint
 from bench.config import Target
 from bench.errors import ConfigError, EndpointError, EndpointModelError
@@ -183,6 +183,9 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
             await _run_levels(
                 client, target, options, specs, shape=(prompts, calibration), levels=levels, progress=progress
             )
+            await _ollama_cross_check(
+                client, target, document, shape=(prompts, calibration), spec=specs[0], levels=levels
+            )
         document["partial"] = False
     finally:
         sampler.stop()
@@ -236,6 +239,33 @@ async def _run_levels(
                 on_done=progress.request_done,
             )
         next_index += spec.requests
+
+
+async def _ollama_cross_check(
+    client: ChatClient,
+    target: Target,
+    document: dict[str, Any],
+    *,
+    shape: tuple[PromptFactory, Calibration],
+    spec: LevelSpec,
+    levels: list[LevelRun],
+) -> None:
+    """When Ollama serves, set its native decode timings beside bench's (Ollama has no /metrics)."""
+    root = target.metrics_url.removesuffix("/metrics")
+    if target.engine not in ("ollama", "unknown") or not await ollama.is_ollama(client.http, root):
+        return
+    document["environment"]["engine"] = "ollama"
+    prompts, calibration = shape
+    words = calibration.words_for(spec.input_tokens)
+    answers = []
+    for number in range(ollama.CROSS_CHECK_REQUESTS):
+        messages = prompts.messages(20_000_000 + number, words)
+        answer = await ollama.native_chat(client.http, root, client.endpoint.model, messages, spec.output_tokens)
+        if answer is not None:
+            answers.append(answer)
+    first = [m for m in map(metrics.request_metrics, levels[0].records) if m is not None and m.decode_tps]
+    client_tps = metrics.percentile([m.decode_tps for m in first if m.decode_tps], 0.5) if first else None
+    document["ollama_native"] = ollama.cross_check(answers, client_tps)
 
 
 def _gpu_report(sampler: GpuSampler, document: dict[str, Any], options: RunOptions, produced: int) -> dict[str, Any]:

@@ -19,8 +19,11 @@ scenario, so the harness's metrics can be checked against ground truth:
   (the same monotonic clock as the client's on Linux), and the tokens each carried: the ground
   truth the tests compare the harness with.
 
-``GET /v1/models`` lists ``model`` with ``max_model_len``; ``GET /health`` answers 200; ``GET /metrics`` answers an
-empty exposition. A request without ``Authorization: Bearer <api_key>`` gets 401 (an empty ``api_key`` turns that off).
+``ollama`` adds Ollama's native ``GET /api/version`` and ``POST /api/chat`` (not streamed),
+whose nanosecond timings follow the same script. ``GET /v1/models`` lists ``model`` with
+``max_model_len``; ``GET /health`` answers 200; ``GET /metrics`` answers an empty exposition.
+A request without ``Authorization: Bearer <api_key>`` gets 401 (an empty ``api_key`` turns
+that off).
 
 Usage: scripted_openai_server.py SCENARIO_JSON  (prints the port on the first stdout line).
 """
@@ -48,7 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "event_log": None,
     "status": 200,
     "error_message": "scripted failure",
-    "status_above_max_tokens": 0,  # answer ``status`` only to requests with max_tokens above this
+    "status_above_max_tokens": 0,
+    "ollama": False,  # answer ``status`` only to requests with max_tokens above this
     "truncate_after": None,
     "malformed_after": None,
 }
@@ -150,6 +154,27 @@ async def _stream(
     return True
 
 
+async def _native_chat(
+    writer: asyncio.StreamWriter, scenario: dict[str, Any], arrived_ns: int, request: dict[str, Any]
+) -> None:
+    """Ollama's /api/chat, not streamed: the whole answer after the scripted time, with timings."""
+    predict = int((request.get("options") or {}).get("num_predict") or 1 << 30)
+    count = min(scenario["reasoning_tokens"] + scenario["content_tokens"], predict)
+    total_ms = scenario["ttft_ms"] + max(count - 1, 0) * scenario["itl_ms"]
+    await asyncio.sleep(max(0.0, (arrived_ns + total_ms * 1e6 - time.perf_counter_ns()) / 1e9))
+    answer = {
+        "model": scenario["model"],
+        "message": {"role": "assistant", "content": " word" * count},
+        "done": True,
+        "load_duration": 1_000_000,
+        "prompt_eval_count": _prompt_tokens(request, scenario),
+        "prompt_eval_duration": int(scenario["ttft_ms"] * 1e6),
+        "eval_count": count,
+        "eval_duration": int(count * scenario["itl_ms"] * 1e6),
+    }
+    _respond(writer, 200, json.dumps(answer).encode())
+
+
 async def _answer(
     scenario: dict[str, Any],
     request_line: tuple[str, str],
@@ -163,6 +188,10 @@ async def _answer(
     method, path = request_line
     if path == "/health":
         _respond(writer, 200, b"{}")
+    elif scenario["ollama"] and path == "/api/version":
+        _respond(writer, 200, b'{"version":"0.0.0-scripted"}')
+    elif scenario["ollama"] and method == "POST" and path == "/api/chat":
+        await _native_chat(writer, scenario, arrived_ns, json.loads(body))
     elif path == "/metrics":
         _respond(writer, 200, b"", "text/plain; version=0.0.4")
     elif scenario["api_key"] and headers.get("authorization") != f"Bearer {scenario['api_key']}":

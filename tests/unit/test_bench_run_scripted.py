@@ -386,3 +386,25 @@ def test_request_failures_are_classified_and_nothing_claims_success(
     with pytest.raises(EndpointError, match=rf"no request succeeded \({kind}\)"):
         asyncio.run(execute(_target(scripted), _options(tmp_path, 1, 4)))
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "scripted", [{"ollama": True, "ttft_ms": 20.0, "itl_ms": 5.0, "content_tokens": 16}], indirect=True
+)
+def test_ollama_native_timings_cross_check_the_stream(scripted: Scripted, tmp_path: Path) -> None:
+    """When the server answers Ollama's /api/version, bench sets Ollama's own decode speed
+    (eval_count / eval_duration) beside the one it measured from the stream."""
+    target = _target(scripted, engine="unknown")
+    document, _ = asyncio.run(execute(target, RunOptions("single", (1,), 4, 64, 16, tmp_path / "results")))
+    assert document["environment"]["engine"] == "ollama"
+    native = document["ollama_native"]
+    assert native["requests"] == 3
+    assert native["server_decode_tps_p50"] == pytest.approx(200.0)
+    assert native["client_over_server"] == pytest.approx(1.0, abs=0.03)
+    assert native["warnings"] == []
+
+
+def test_no_cross_check_when_the_server_is_not_ollama(scripted: Scripted, tmp_path: Path) -> None:
+    """A server without /api/version gets no Ollama section."""
+    document, _ = asyncio.run(execute(_target(scripted, engine="unknown"), _options(tmp_path, 1, 4)))
+    assert "ollama_native" not in document
