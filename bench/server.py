@@ -42,26 +42,45 @@ GAUGES = {
 }
 
 
+# Histograms whose bucket deltas give server-side latency percentiles: (our name, family name).
+HISTOGRAMS = {
+    "ttft_ms": "vllm:time_to_first_token_seconds",
+    "itl_ms": "vllm:inter_token_latency_seconds",
+    "e2e_ms": "vllm:e2e_request_latency_seconds",
+    "queue_ms": "vllm:request_queue_time_seconds",
+    "prefill_ms": "vllm:request_prefill_time_seconds",
+    "decode_ms": "vllm:request_decode_time_seconds",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Scrape:
-    """One /metrics read: every sample summed over its label sets, and vLLM's cache config labels."""
+    """One /metrics read: every sample summed over its label sets, vLLM's cache config labels,
+    and the cumulative buckets (upper bound -> count) of the latency histograms."""
 
     t_ns: int
     values: dict[str, float]
     cache_config: dict[str, str] = field(default_factory=dict)
+    buckets: dict[str, dict[float, float]] = field(default_factory=dict)
 
 
 def parse(text: str, t_ns: int = 0) -> Scrape:
     """Parse a Prometheus exposition into a :class:`Scrape`."""
     values: dict[str, float] = {}
     cache_config: dict[str, str] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    wanted = {f"{family}_bucket": name for name, family in HISTOGRAMS.items()}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            if sample.name in wanted:
+                bound = float(sample.labels["le"])
+                series = buckets.setdefault(wanted[sample.name], {})
+                series[bound] = series.get(bound, 0.0) + float(sample.value)
             # prometheus_client strips _total from counter family names but keeps it on samples.
             values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
             if sample.name == "vllm:cache_config_info":
                 cache_config = {key: str(value) for key, value in sample.labels.items()}
-    return Scrape(t_ns, values, cache_config)
+    return Scrape(t_ns, values, cache_config, buckets)
 
 
 async def scrape(http: httpx.AsyncClient, url: str) -> Scrape | None:
@@ -138,6 +157,52 @@ class Sampler:
                 await self._task
 
 
+def bucket_percentile(cumulative: dict[float, float], fraction: float) -> float | None:
+    """Percentile from cumulative bucket counts, interpolating linearly inside the bucket
+    (what Prometheus' histogram_quantile does); None when the histogram is empty."""
+    bounds = sorted(cumulative)
+    total = cumulative[bounds[-1]] if bounds else 0.0
+    if total <= 0:
+        return None
+    target = fraction * total
+    lower_bound, lower_count = 0.0, 0.0
+    for bound in bounds:
+        count = cumulative[bound]
+        if count >= target:
+            if bound == float("inf"):
+                return lower_bound  # beyond the last finite bucket: its bound is all we know
+            share = (target - lower_count) / (count - lower_count) if count > lower_count else 0.0
+            return lower_bound + (bound - lower_bound) * share
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def histogram_stats(before: Scrape | None, after: Scrape | None) -> dict[str, dict[str, float | None] | None]:
+    """Server-side latency percentiles (ms) from the bucket deltas between two scrapes."""
+    stats: dict[str, dict[str, float | None] | None] = {}
+    for name in HISTOGRAMS:
+        if before is None or after is None or name not in after.buckets:
+            stats[name] = None
+            continue
+        old = before.buckets.get(name, {})
+        delta = {bound: count - old.get(bound, 0.0) for bound, count in after.buckets[name].items()}
+        n = delta.get(float("inf"), 0.0)
+        if n <= 0:
+            stats[name] = None
+            continue
+        stats[name] = {
+            "n": n,
+            "p50": _ms(bucket_percentile(delta, 0.5)),
+            "p90": _ms(bucket_percentile(delta, 0.9)),
+            "p99": _ms(bucket_percentile(delta, 0.99)) if n >= 100 else None,
+        }
+    return stats
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
+
+
 def server_report(before: Scrape | None, after: Scrape | None, during: list[Scrape]) -> dict[str, Any]:
     """Everything the server said about one measurement, ready for the result file."""
     deltas = counter_deltas(before, after)
@@ -147,5 +212,6 @@ def server_report(before: Scrape | None, after: Scrape | None, during: list[Scra
         "counters": deltas,
         "derived": derived(deltas),
         "gauges": gauge_stats(during),
+        "latency_bucketed": histogram_stats(before, after),
         "cache_config": latest.cache_config if latest is not None else {},
     }

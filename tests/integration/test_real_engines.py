@@ -171,6 +171,9 @@ def test_vllm_single_and_sweep(vllm: Server, tmp_path: Path) -> None:
     assert level["server"]["gauges"]["kv_cache_usage"] is not None
     assert int(level["server"]["cache_config"]["num_gpu_blocks"]) > 0
     assert level["tokens"]["count_sources"] == {"server-continuous": 4}
+    bucketed = level["server"]["latency_bucketed"]["ttft_ms"]
+    assert bucketed["n"] == 4  # the server's own TTFT histogram, for exactly this level's requests
+    assert bucketed["p50"] > 0
     assert level["untrusted_because"] == []
     sweep = _bench(vllm, tmp_path / "sweep", "sweep", "--concurrency", "1", "2", "--requests", "4")
     _common(sweep, 2)
