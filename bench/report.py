@@ -93,6 +93,12 @@ def print_summary(console: Console, document: dict[str, Any]) -> None:
     for level in document["levels"]:
         if level.get("agent_turns"):
             _print_turns(console, level["agent_turns"])
+    startup = ((document["environment"].get("deployment") or {}).get("startup")) or {}
+    if startup.get("kv_cache_tokens"):
+        console.print(
+            f"KV pool at start-up (deployment.json): {startup['kv_cache_tokens']:,} tokens, maximum concurrency "
+            f"{startup.get('max_concurrency')}x at {startup.get('max_concurrency_tokens_per_request')} tokens each"
+        )
     native = document.get("ollama_native")
     if native:
         console.print(

@@ -408,3 +408,18 @@ def test_no_cross_check_when_the_server_is_not_ollama(scripted: Scripted, tmp_pa
     """A server without /api/version gets no Ollama section."""
     document, _ = asyncio.run(execute(_target(scripted, engine="unknown"), _options(tmp_path, 1, 4)))
     assert "ollama_native" not in document
+
+
+@pytest.mark.parametrize(
+    "scripted",
+    [{"reasoning_field": "reasoning_content", "reasoning_tokens": 6, "ttft_ms": 40.0, "itl_ms": 10.0}],
+    indirect=True,
+)
+def test_older_reasoning_content_field_counts_as_thinking(scripted: Scripted, tmp_path: Path) -> None:
+    """Servers that still send delta.reasoning_content: the first answer comes after the thinking,
+    exactly when the server sent its first content event."""
+    document, _ = asyncio.run(execute(_target(scripted), _options(tmp_path, 1, 4)))
+    latency = document["levels"][0]["latency"]
+    truths = [_truth(scripted, document, record) for record in _records(document)]
+    assert _close(latency["ttfo_ms"]["p50"], metrics.percentile([t["ttfo_ms"] for t in truths], 0.5))
+    assert latency["ttfo_ms"]["p50"] - latency["ttft_ms"]["p50"] >= 6 * 10.0 - 1.0
