@@ -24,7 +24,7 @@ from bench.metrics import RequestMetrics, RequestRecord, Summary
 from bench.runner import LevelRun
 
 SCHEMA_VERSION = 1
-LENGTH_TOLERANCE = 0.05  # output or input length off by more than this fraction (and 50 tokens) is flagged
+LENGTH_TOLERANCE = 0.05  # an output off by more than this fraction, or by 50 tokens, is flagged (inputs: the fraction)
 
 
 def _summary(values: list[float]) -> dict[str, Any] | None:

@@ -1,9 +1,15 @@
-"""Drives a measurement: calibrate the prompt length, then closed-loop levels of concurrency.
+"""Drives a measurement: calibrate the prompt length, then run levels.
 
-Closed loop at concurrency *c*: *c* workers each send their next request as soon as their last
-one finished, so exactly *c* requests are in flight until the last dispatch. The server's
-/metrics is scraped before and after each level and every second during it. Records are
-appended to ``sink`` as they complete, so an interrupted run still has what it measured.
+- Closed loop at concurrency *c*: *c* workers each send their next request as soon as their
+  last one finished, so exactly *c* requests are in flight until the last dispatch.
+- Open loop at a rate: Poisson arrivals from a seeded generator; each request keeps its
+  scheduled time, and waiting for a free slot is recorded as client queue time.
+- Agent sessions: a shared system prompt with tool schemas, then turns that resend the whole
+  history; with one session at a time, /metrics is read around every request so prefix-cache
+  hits are known turn by turn.
+
+The server's /metrics is scraped before and after each level and every second during it.
+Records are appended to the level as they complete, so an interrupted run keeps what it measured.
 """
 
 from __future__ import annotations
