@@ -93,21 +93,7 @@ def print_summary(console: Console, document: dict[str, Any]) -> None:
     for level in document["levels"]:
         if level.get("agent_turns"):
             _print_turns(console, level["agent_turns"])
-    startup = ((document["environment"].get("deployment") or {}).get("startup")) or {}
-    if startup.get("kv_cache_tokens"):
-        console.print(
-            f"KV pool at start-up (deployment.json): {startup['kv_cache_tokens']:,} tokens, maximum concurrency "
-            f"{startup.get('max_concurrency')}x at {startup.get('max_concurrency_tokens_per_request')} tokens each"
-        )
-    native = document.get("ollama_native")
-    if native:
-        console.print(
-            f"Ollama's own timings ({native['requests']} native requests): decode "
-            f"{_fmt(native['server_decode_tps_p50'])} tok/s server-side, {_fmt(native['client_decode_tps_p50'])} "
-            f"measured from the stream (ratio {_fmt(native['client_over_server'], 3)})"
-        )
-        for warning in native["warnings"]:
-            console.print(f"[yellow]Ollama cross-check: {warning}[/yellow]")
+    _print_facts(console, document)
     if document["partial"]:
         console.print("[yellow]partial: the run was interrupted[/yellow]")
 
@@ -128,3 +114,37 @@ def _print_turns(console: Console, turns: list[dict[str, Any]]) -> None:
             "-" if hit is None else f"{hit:.0%}",
         )
     console.print(table)
+
+
+def _print_facts(console: Console, document: dict[str, Any]) -> None:
+    """Start-up KV pool, GPU telemetry (or why there is none) and Ollama's own timings."""
+    startup = ((document["environment"].get("deployment") or {}).get("startup")) or {}
+    if startup.get("kv_cache_tokens"):
+        console.print(
+            f"KV pool at start-up (deployment.json): {startup['kv_cache_tokens']:,} tokens, maximum concurrency "
+            f"{startup.get('max_concurrency')}x at {startup.get('max_concurrency_tokens_per_request')} tokens each"
+        )
+    gpu = document.get("gpu")
+    if gpu and not gpu["available"]:
+        console.print(gpu["reason"])  # said once; the run went on without telemetry
+    elif gpu:
+        for card in gpu["gpus"]:
+            console.print(
+                f"GPU {card['index']} {card['name']}: {_fmt(card['power_w_mean'])} W mean, "
+                f"{_fmt(card['utilization_pct_mean'])} % busy, SM clock min {_fmt(card['sm_clock_mhz_min'], 0)} MHz, "
+                f"throttle reasons {card['throttle_reasons_seen']:#x}"
+            )
+        console.print(
+            f"energy {_fmt(gpu['energy_j'])} J, {_fmt(gpu['tokens_per_joule'], 2)} tokens per joule; single-stream "
+            f"decode at {_fmt((gpu['decode_fraction_of_bound'] or 0) * 100)} % of the memory-bandwidth bound "
+            f"({_fmt(gpu['decode_bound_tps'])} tok/s)"
+        )
+    native = document.get("ollama_native")
+    if native:
+        console.print(
+            f"Ollama's own timings ({native['requests']} native requests): decode "
+            f"{_fmt(native['server_decode_tps_p50'])} tok/s server-side, {_fmt(native['client_decode_tps_p50'])} "
+            f"measured from the stream (ratio {_fmt(native['client_over_server'], 3)})"
+        )
+        for warning in native["warnings"]:
+            console.print(f"[yellow]Ollama cross-check: {warning}[/yellow]")

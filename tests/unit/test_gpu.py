@@ -12,8 +12,10 @@ import types
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from bench.gpu import GpuSampler
+from bench.report import print_summary
 
 
 def test_without_a_driver_the_sampler_says_so_once_and_carries_on() -> None:
@@ -74,3 +76,27 @@ def test_two_gpus_give_bandwidth_energy_and_the_decode_bound(monkeypatch: pytest
     assert first["energy_j"] == pytest.approx(27.0, rel=0.35)  # ~0.3 s at 90 W
     assert report["tokens_per_joule"] == pytest.approx(900 / (first["energy_j"] + second["energy_j"]))
     assert first["samples"] >= 5
+
+
+def test_the_report_prints_power_energy_and_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end-of-run summary shows per-GPU power and throttling, tokens per joule and the bound."""
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
+    sampler = GpuSampler(interval_s=0.02)
+    sampler.start()
+    time.sleep(0.1)
+    sampler.stop()
+    document = {
+        "workload": "single",
+        "tag": "t",
+        "environment": {"model": "m", "deployment": None},
+        "levels": [],
+        "partial": False,
+        "gpu": sampler.report(output_tokens=900, single_stream_tps=32.0, weight_bytes_per_gpu=9.75e9),
+    }
+    console = Console(record=True, width=200)
+    print_summary(console, document)
+    text = console.export_text()
+    assert "GPU 1 NVIDIA GeForce RTX 5060 Ti: 90.0 W mean" in text
+    assert "throttle reasons 0x4" in text
+    assert "tokens per joule" in text
+    assert "% of the memory-bandwidth bound (46.0 tok/s)" in text
