@@ -31,6 +31,7 @@ Usage: scripted_openai_server.py SCENARIO_JSON  (prints the port on the first st
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 import time
@@ -51,8 +52,9 @@ DEFAULTS: dict[str, Any] = {
     "event_log": None,
     "status": 200,
     "error_message": "scripted failure",
-    "status_above_max_tokens": 0,
-    "ollama": False,  # answer ``status`` only to requests with max_tokens above this
+    "status_above_max_tokens": 0,  # answer ``status`` only to requests with max_tokens above this
+    "ollama": False,
+    "stagger_ms": 0,  # delay stream k's schedule by (k mod stagger_ms) ms: streams out of lockstep
     "truncate_after": None,
     "malformed_after": None,
 }
@@ -90,6 +92,7 @@ def _piece(data: bytes) -> bytes:
 
 
 LOG: list[Any] = []
+STREAMS = itertools.count()
 
 
 def _prompt_tokens(request: dict[str, Any], scenario: dict[str, Any]) -> int:
@@ -103,6 +106,8 @@ async def _stream(
     """Stream one scripted answer; False when the connection was dropped on purpose."""
     max_tokens = int(request.get("max_tokens") or 1 << 30)
     prompt_tokens = _prompt_tokens(request, scenario)
+    if scenario["stagger_ms"]:
+        arrived_ns += (next(STREAMS) % int(scenario["stagger_ms"])) * 1_000_000
     content = " ".join(str(message.get("content", "")) for message in request.get("messages", []))
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
     base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": scenario["model"]}
