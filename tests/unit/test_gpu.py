@@ -57,14 +57,19 @@ def _fake_pynvml() -> types.ModuleType:
     return fake
 
 
-def test_two_gpus_give_bandwidth_energy_and_the_decode_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """448 GB/s per card; 9.75 GB of weights per card bounds decode at 46 tok/s; joules add up."""
+def _sampled(monkeypatch: pytest.MonkeyPatch, seconds: float) -> GpuSampler:
+    """A sampler that ran for ``seconds`` against the pynvml protocol fake."""
     monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
     sampler = GpuSampler(interval_s=0.02)
     sampler.start()
-    time.sleep(0.3)
+    time.sleep(seconds)
     sampler.stop()
-    report = sampler.report(output_tokens=900, single_stream_tps=32.0, weight_bytes_per_gpu=9.75e9)
+    return sampler
+
+
+def test_two_gpus_give_bandwidth_energy_and_the_decode_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """448 GB/s per card; 9.75 GB of weights per card bounds decode at 46 tok/s; joules add up."""
+    report = _sampled(monkeypatch, 0.3).report(output_tokens=900, single_stream_tps=32.0, weight_bytes_per_gpu=9.75e9)
     assert report["available"] is True
     first, second = report["gpus"]
     assert first["bandwidth_gbs"] == pytest.approx(448.032)
@@ -80,11 +85,7 @@ def test_two_gpus_give_bandwidth_energy_and_the_decode_bound(monkeypatch: pytest
 
 def test_the_report_prints_power_energy_and_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """The end-of-run summary shows per-GPU power and throttling, tokens per joule and the bound."""
-    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml())
-    sampler = GpuSampler(interval_s=0.02)
-    sampler.start()
-    time.sleep(0.1)
-    sampler.stop()
+    sampler = _sampled(monkeypatch, 0.1)
     document = {
         "workload": "single",
         "tag": "t",
