@@ -130,14 +130,14 @@ async def _resolve_model(client: ChatClient, target: Target) -> tuple[str, int |
     """The model to ask for, and the longest context the server serves it with (None if unsaid)."""
     listing = await client.model_list()
     served = [str(entry["id"]) for entry in listing]
-    model = await _pick_model(served, target)
+    model = _pick_model(served, target)
     entry = next(e for e in listing if str(e["id"]) == model)
     meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
     length = entry.get("max_model_len") or meta.get("n_ctx")  # vLLM, llama.cpp
     return model, int(length) if length else None
 
 
-async def _pick_model(served: list[str], target: Target) -> str:
+def _pick_model(served: list[str], target: Target) -> str:
     if target.model is None:
         if len(served) != 1:
             raise ConfigError(f"--model: the endpoint serves {served}; name one")
