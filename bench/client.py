@@ -82,15 +82,10 @@ def feed(stream: _Stream, data: bytes, t_ns: int) -> None:
         try:
             payload = json.loads(body)
         except json.JSONDecodeError:
-            stream.error = "malformed"
-            stream.done = True
-            return
-        if not isinstance(payload, dict):
-            stream.error = "malformed"
-            stream.done = True
-            return
-        if "error" in payload:
-            stream.error = "server_error"
+            payload = None
+        if not isinstance(payload, dict) or "error" in payload:
+            # A server that fails mid-stream sends {"error": ...}; anything else unparsable is malformed.
+            stream.error = "server_error" if isinstance(payload, dict) else "malformed"
             stream.done = True
             return
         stream.events.append(_event_from(payload, t_ns, stream))
@@ -135,12 +130,9 @@ class ChatClient:
     async def __aexit__(self, *exc: object) -> None:
         await self._http.aclose()
 
-    async def models(self) -> list[str]:
-        """Model ids from /v1/models; raises on a wrong key or an unreachable endpoint."""
-        return [str(entry["id"]) for entry in await self.model_list()]
-
     async def model_list(self) -> list[dict[str, Any]]:
-        """The entries of /v1/models (id, and max_model_len on vLLM or meta.n_ctx on llama.cpp)."""
+        """The entries of /v1/models (id, and max_model_len on vLLM or meta.n_ctx on llama.cpp);
+        raises on a wrong key or an unreachable endpoint."""
         try:
             response = await self._http.get("/models")
         except httpx.TransportError as exc:

@@ -15,13 +15,16 @@ Records are appended to the level as they complete, so an interrupted run keeps 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 from bench import server
 from bench.client import ChatClient
@@ -109,17 +112,26 @@ async def run_level(
         if on_done is not None:
             on_done(record)
 
-    http = client.http
-    sampler = server.Sampler(http, metrics_url) if metrics_url else None
+    async with _measured(level, client.http, metrics_url, sample=True):
+        if spec.rate is None:
+            await _closed_loop(spec, first_index, one)
+        else:
+            await _open_loop(spec, first_index, one)
+
+
+@contextlib.asynccontextmanager
+async def _measured(
+    level: LevelRun, http: httpx.AsyncClient, metrics_url: str | None, *, sample: bool
+) -> AsyncIterator[None]:
+    """Time the level and read the server's /metrics before, after and (with ``sample``) every
+    second during it; ``level.complete`` is set only when the body finished."""
+    sampler = server.Sampler(http, metrics_url) if metrics_url and sample else None
     before = await server.scrape(http, metrics_url) if metrics_url else None
     if sampler:
         sampler.start()
     level.started_ns = time.perf_counter_ns()
     try:
-        if spec.rate is None:
-            await _closed_loop(spec, first_index, one)
-        else:
-            await _open_loop(spec, first_index, one)
+        yield
         level.complete = True
     finally:
         level.ended_ns = time.perf_counter_ns()
@@ -220,12 +232,6 @@ async def run_agent(
         for number in sessions:
             await session(number)
 
-    before = await server.scrape(http, metrics_url) if metrics_url else None
-    level.started_ns = time.perf_counter_ns()
-    try:
+    # Per-request scrapes already bracket every request; no background sampler beside them.
+    async with _measured(level, http, metrics_url, sample=False):
         await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
-        level.complete = True
-    finally:
-        level.ended_ns = time.perf_counter_ns()
-        after = await server.scrape(http, metrics_url) if metrics_url else None
-        level.server = server.server_report(before, after, [])
