@@ -22,7 +22,7 @@ def _load(path: Any) -> Any:
 
 def test_there_are_roles() -> None:
     """The role list below is not empty (a parametrized test over nothing would pass)."""
-    assert [role.name for role in ROLES] == ["preflight", "vllm"]
+    assert [role.name for role in ROLES] == ["engine", "llamacpp", "ollama", "preflight", "vllm", "watchdog"]
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
