@@ -118,8 +118,10 @@ def run_guidellm(port: int, model: str, workdir: Path) -> tuple[float, float, fl
 
 def peers_table(workdir: Path) -> list[str]:
     port = free_port()
-    launcher = REPO / "tests" / "integration" / "xllamacpp_server.py"
-    command = ["taskset", "-c", "1", str(RIG / "llamacpp" / "bin" / "python"), str(launcher), str(MODEL), str(port), ""]
+    launcher = REPO / "roles" / "llamacpp" / "files" / "llmrig-llama-server"  # what the llamacpp role runs
+    command = ["taskset", "-c", "1", str(RIG / "llamacpp" / "bin" / "python"), str(launcher), "--model", str(MODEL)]
+    command += ["--port", str(port), "--ctx-size", "4096", "--parallel", "2", "--threads", "1", "--metrics"]
+    command += ["--chat-template", "chatml"]
     with (workdir / "llamacpp.log").open("wb") as sink:
         server = subprocess.Popen(command, stdout=sink, stderr=sink)
     try:

