@@ -18,7 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench import __version__, report
+from bench import __version__, cli_plan, report
 from bench.config import Target, environment, find_deployment, resolve
 from bench.errors import BenchError, ConfigError
 from bench.presets import Preset, find_models_file, load_presets
@@ -34,6 +34,8 @@ examples:
   bench run single                       one stream against the deployed endpoint (artifacts/*/deployment.json)
   bench run sweep --concurrency 1 4 16   closed-loop levels of concurrency, filed under the deployment's tag
   bench run single --base-url http://127.0.0.1:8000/v1 --api-key KEY --tag my-test
+  bench plan                             the KV pool and what fits, predicted before deploying
+  bench plan --check                     that prediction versus the pool the deployed vLLM reported
 """
 
 
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     presets.add_argument("name", nargs="?", help="preset to show in full (default: list all)")
     _add_run(commands)
+    cli_plan.add_parser(commands)
     return parser
 
 
@@ -238,6 +241,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Dispatch a parsed command line."""
     if args.command == "run":
         return run_command(args, console)
+    if args.command == "plan":
+        return cli_plan.command(args, console)
     presets = _presets(args.config_dir)
     if args.name is None:
         show_presets(console, presets)

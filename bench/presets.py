@@ -27,6 +27,18 @@ CHECKPOINT_FORMATS = ("compressed-tensors", "awq", "gptq", "bf16", "gguf")
 
 
 @dataclass(frozen=True, slots=True)
+class LinearAttention:
+    """The Gated DeltaNet (linear-attention) layers of a hybrid: their per-sequence state."""
+
+    key_heads: int
+    value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+    state_dtype: str  # dtype of the recurrent (SSM) state: float32 or bfloat16
+
+
+@dataclass(frozen=True, slots=True)
 class Architecture:
     """Facts about the network that the KV planner and the preflight rules need."""
 
@@ -39,6 +51,7 @@ class Architecture:
     hybrid: bool
     moe: bool
     mtp_head: bool
+    linear_attention: LinearAttention | None = None  # required when hybrid
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +106,10 @@ _ARCH_BOOL_FIELDS = ("hybrid", "moe", "mtp_head")
 _CHOICES = {"family": FAMILIES, "source": SOURCES, "checkpoint_format": CHECKPOINT_FORMATS}
 
 PRESET_KEYS = frozenset((*_STR_FIELDS, *_INT_FIELDS, "multimodal", "weights_gb", "architecture"))
-ARCHITECTURE_KEYS = frozenset((*_ARCH_INT_FIELDS, "sliding_window", *_ARCH_BOOL_FIELDS))
+ARCHITECTURE_KEYS = frozenset((*_ARCH_INT_FIELDS, "sliding_window", *_ARCH_BOOL_FIELDS, "linear_attention"))
+_LINEAR_INT_FIELDS = ("key_heads", "value_heads", "key_head_dim", "value_head_dim", "conv_kernel")
+LINEAR_KEYS = frozenset((*_LINEAR_INT_FIELDS, "state_dtype"))
+STATE_DTYPES = ("float32", "bfloat16")
 
 
 def _take(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -122,6 +138,18 @@ def _positive(value: int, where: str) -> int:
     return value
 
 
+def parse_linear_attention(data: Any, where: str) -> LinearAttention:
+    """Build the :class:`LinearAttention` facts of a hybrid, naming the first bad key."""
+    if not isinstance(data, Mapping):
+        raise PresetError(f"{where} must be a mapping (the hybrid's Gated DeltaNet dimensions)")
+    _reject_unknown(data, LINEAR_KEYS, where)
+    ints = {key: _positive(_take(data, key, int, where), f"{where}.{key}") for key in _LINEAR_INT_FIELDS}
+    dtype = _take(data, "state_dtype", str, where)
+    if dtype not in STATE_DTYPES:
+        raise PresetError(f"{where}.state_dtype must be one of {', '.join(STATE_DTYPES)}; got {dtype!r}")
+    return LinearAttention(state_dtype=dtype, **ints)
+
+
 def parse_architecture(data: Any, where: str) -> Architecture:
     """Build an :class:`Architecture` from a mapping, naming the first bad key."""
     if not isinstance(data, Mapping):
@@ -141,6 +169,11 @@ def parse_architecture(data: Any, where: str) -> Architecture:
         hybrid=_take(data, "hybrid", bool, where),
         moe=_take(data, "moe", bool, where),
         mtp_head=_take(data, "mtp_head", bool, where),
+        linear_attention=(
+            parse_linear_attention(data["linear_attention"], f"{where}.linear_attention")
+            if data.get("linear_attention") is not None
+            else None
+        ),
     )
     if arch.full_attention_layers > arch.layers:
         raise PresetError(f"{where}.full_attention_layers exceeds {where}.layers")
@@ -148,6 +181,8 @@ def parse_architecture(data: Any, where: str) -> Architecture:
         raise PresetError(f"{where}.attention_heads must be a multiple of {where}.kv_heads")
     if not arch.hybrid and not arch.sliding_window and arch.full_attention_layers != arch.layers:
         raise PresetError(f"{where}: without hybrid or sliding_window every layer is full attention")
+    if arch.hybrid != (arch.linear_attention is not None):
+        raise PresetError(f"{where}.linear_attention is required when hybrid is true, and only then")
     return arch
 
 

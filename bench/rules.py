@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench.plan import PlanError, plan
+from bench.plan_inputs import setup_from_knobs
 from bench.presets import Preset
 
 GIB = 1024**3
@@ -21,7 +23,7 @@ GIB = 1024**3
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One rule violation: ``variable`` is what to change, ``severity`` error or warning."""
+    """One finding: ``variable`` is what to change, ``severity`` error, warning or info (a fact to show)."""
 
     variable: str
     message: str
@@ -428,6 +430,42 @@ def rule_pinned_revision(knobs: Knobs, host: Host, device: str, preset: Preset) 
     return []
 
 
+def _plannable(knobs: Knobs, host: Host, device: str, preset: Preset) -> bool:
+    """The knobs the planner reads are sane; otherwise the rules above report them."""
+    numbers = [
+        as_int(knobs, name) for name in ("vllm_max_model_len", "vllm_max_num_seqs", "vllm_max_num_batched_tokens")
+    ]
+    tp, pp = as_int(knobs, "vllm_tensor_parallel_size") or 0, as_int(knobs, "vllm_pipeline_parallel_size") or 0
+    if any(value is None or value < 1 for value in numbers) or tp < 1 or pp < 1:
+        return False
+    if preset.architecture.attention_heads % tp:
+        return False
+    return tp * pp <= len(gpus(host)) if device == "cuda" else tp * pp == 1
+
+
+def rule_kv_plan(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """The KV planner (bench/plan.py): one sequence of vllm_max_model_len must fit, max_num_seqs should."""
+    if not serves_vllm(knobs) or not _plannable(knobs, host, device, preset):
+        return []
+    found = gpus(host) if device == "cuda" else []
+    try:
+        setup = setup_from_knobs(knobs, device, preset.weights_gb, found)
+        if device == "cuda" and not setup.gpu_memory_mib and not setup.kv_cache_memory_bytes:
+            return [
+                Problem("vllm_kv_cache_memory_bytes", "the GPUs' memory is unknown, so there is no KV plan", "warning")
+            ]
+        result = plan(preset.architecture, setup, preset.native_context)
+    except PlanError as exc:
+        variable, _, message = str(exc).partition(": ")
+        return [Problem(variable, f"no KV plan: {message}", "warning")]
+    summary = (
+        f"KV plan: {result.pool_tokens:,} tokens, {result.concurrency:.2f} sequences of {setup.max_model_len:,} "
+        f"(blocks of {result.block_size:,} tokens); `bench plan` prints the arithmetic"
+    )
+    findings = [Problem("vllm_max_model_len", summary, "info")]
+    return findings + [Problem(finding.variable, finding.message, finding.severity) for finding in result.problems]
+
+
 RULES: tuple[Rule, ...] = (
     rule_host_os,
     rule_engine_serves_preset,
@@ -445,4 +483,5 @@ RULES: tuple[Rule, ...] = (
     rule_network,
     rule_secrets,
     rule_pinned_revision,
+    rule_kv_plan,
 )

@@ -41,6 +41,8 @@ BAD = [
     ("gpu", {"vllm_max_num_batched_tokens": 2048}, "vllm_max_num_batched_tokens"),
     ("gpu", {"model": "qwen3-32b-awq", "vllm_mtp": True}, "vllm_mtp"),
     ("gpu", {"vllm_max_model_len": 524288}, "vllm_max_model_len"),
+    # The KV plan: one 262,144-token sequence needs more than 0.8 of two 16 GB cards leave.
+    ("gpu", {"vllm_max_model_len": 262144, "vllm_gpu_memory_utilization": 0.8}, "vllm_max_model_len"),
     ("gpu", {"llmrig_disk_headroom_gib": 10000000}, "llmrig_models_dir"),
     ("gpu", {"open_webui_port": 8000}, "open_webui_port"),
     ("cpu", {"vllm_kv_cache_dtype": "fp8"}, "vllm_kv_cache_dtype"),
@@ -103,6 +105,8 @@ def test_good_configuration_completes_preflight(
     assert run.returncode == 0, run.output
     assert run.failed_tasks == []
     assert f"Plan: {plan}" in run.output
+    kv_plan = re.search(r"KV plan: [0-9,]+ tokens, [0-9.]+ sequences of [0-9,]+", run.output)
+    assert (kv_plan is not None) == plan.startswith("vllm"), run.output
     source = {"cpu": "none", "gpu": "nvidia-smi"}.get(kind, "lspci")
     assert f"GPUs ({source}):" in run.output
 

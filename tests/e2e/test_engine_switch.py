@@ -60,11 +60,11 @@ class Box:
             raise AssertionError(f"{command!r} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done
 
-    def play(self, playbook: str, **extra_vars: Any) -> PlaybookRun:
+    def play(self, playbook: str, *flags: str, **extra_vars: Any) -> PlaybookRun:
         return run_playbook(
             playbook,
             extra_vars,
-            check=False,
+            check="--check" in flags,
             tmp_path=self.tmp,
             inventory=self.inventory,
             timeout_s=PLAYBOOK_TIMEOUT_S,
@@ -219,7 +219,12 @@ def _assert_serves(box: Box, engine: str) -> None:
 
 
 def _converge(box: Box, engine: str) -> PlaybookRun:
-    """site.yml twice: the first run puts ``engine`` in charge, the second changes nothing."""
+    """site.yml in check mode (changes nothing), then twice: the first run puts ``engine`` in
+    charge, the second changes nothing."""
+    before = {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()}
+    check = box.play("site.yml", "--check", inference_engine=engine)
+    assert check.returncode == 0, check.failed_tasks or check.output[-4000:]
+    assert {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()} == before
     first = box.play("site.yml", inference_engine=engine)
     assert first.returncode == 0, first.failed_tasks or first.output[-4000:]
     _assert_only(box, engine)

