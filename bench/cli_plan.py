@@ -66,29 +66,48 @@ def add_parser(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("preset", nargs="?", help="model preset (default: model in group_vars, auto by device)")
-    parser.add_argument("--config-json", help="plan a model from its config.json: a path, or REPO[@REVISION] (hub)")
-    parser.add_argument("--weights-gb", type=float, help="weights in GB across all GPUs (default: the preset's)")
+    parser.add_argument(
+        "--config-json", metavar="SOURCE", help="plan a model from its config.json: a path, or REPO[@REVISION] (hub)"
+    )
+    parser.add_argument(
+        "--weights-gb", type=float, metavar="GB", help="weights across all GPUs (default: the preset's)"
+    )
     box = parser.add_argument_group("the box")
     box.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cuda (default) or the cpu build")
-    box.add_argument("--gpus", type=int, default=2, help="GPUs (default 2)")
+    box.add_argument("--gpus", type=int, default=2, metavar="N", help="GPUs (default 2)")
     box.add_argument(
-        "--gpu-memory-mib", type=int, default=RTX_5060_TI_MIB, help="memory of one GPU in MiB (default: RTX 5060 Ti)"
+        "--gpu-memory-mib",
+        type=int,
+        default=RTX_5060_TI_MIB,
+        metavar="MIB",
+        help="memory of one GPU, nvidia-smi memory.total (default 16311, an RTX 5060 Ti)",
     )
     knobs = parser.add_argument_group("vLLM settings (default: what the vllm role renders)")
-    knobs.add_argument("--max-model-len", type=int)
-    knobs.add_argument("--max-num-seqs", type=int)
-    knobs.add_argument("--max-num-batched-tokens", type=int)
-    knobs.add_argument("--tensor-parallel-size", type=int)
-    knobs.add_argument("--kv-cache-dtype", help="fp8, auto (model dtype), bfloat16 ...")
-    knobs.add_argument("--gpu-memory-utilization", type=float)
-    knobs.add_argument("--kv-cache-memory-bytes", help="KV memory per GPU, e.g. 4G (GiB); overrides the budget")
-    knobs.add_argument("--cpu-kvcache-space-gib", type=int, help="cpu device: VLLM_CPU_KVCACHE_SPACE")
-    knobs.add_argument("--mtp-tokens", type=int, help="speculative tokens with MTP (0 = off)")
+    knobs.add_argument("--max-model-len", type=int, metavar="N", help="vllm_max_model_len (default: the preset's)")
+    knobs.add_argument("--max-num-seqs", type=int, metavar="N", help="vllm_max_num_seqs (default: the preset's)")
+    knobs.add_argument("--max-num-batched-tokens", type=int, metavar="N", help="vllm_max_num_batched_tokens")
+    knobs.add_argument(
+        "--tensor-parallel-size", type=int, metavar="N", help="vllm_tensor_parallel_size (2 cuda, 1 cpu)"
+    )
+    knobs.add_argument("--kv-cache-dtype", metavar="DTYPE", help="vllm_kv_cache_dtype: fp8 (cuda), auto (model dtype)")
+    knobs.add_argument("--gpu-memory-utilization", type=float, metavar="F", help="vllm_gpu_memory_utilization")
+    knobs.add_argument(
+        "--kv-cache-memory-bytes", metavar="SIZE", help="KV memory per GPU, e.g. 4G (GiB); replaces the budget"
+    )
+    knobs.add_argument("--cpu-kvcache-space-gib", type=int, metavar="GIB", help="cpu: VLLM_CPU_KVCACHE_SPACE")
+    knobs.add_argument("--mtp-tokens", type=int, metavar="K", help="vllm_mtp_tokens with MTP on (0 = off)")
     knobs.add_argument("--no-prefix-caching", action="store_true", help="as --no-enable-prefix-caching")
     knobs.add_argument("--cuda-graphs", action="store_true", help="CUDA graphs on (vllm_enforce_eager: false)")
-    knobs.add_argument("--reserve-gib", type=float, help="reserve per GPU for activations (default: the assumption)")
+    knobs.add_argument(
+        "--reserve-gib",
+        type=float,
+        metavar="GIB",
+        help="reserve per GPU for activations and CUDA graphs (default 1.25)",
+    )
     parser.add_argument("--check", action="store_true", help="compare with the pool recorded in deployment.json")
-    parser.add_argument("--deployment", type=Path, help="deployment.json for --check (default: artifacts/*/)")
+    parser.add_argument(
+        "--deployment", type=Path, metavar="PATH", help="deployment.json for --check (default: artifacts/*/)"
+    )
 
 
 def _group_vars(config_dir: Path) -> dict[str, Any]:

@@ -65,6 +65,7 @@ class Box:
             playbook,
             extra_vars,
             check="--check" in flags,
+            flags=tuple(flag for flag in flags if flag != "--check"),
             tmp_path=self.tmp,
             inventory=self.inventory,
             timeout_s=PLAYBOOK_TIMEOUT_S,
@@ -241,6 +242,17 @@ def _verify(box: Box, engine: str) -> None:
     assert run.changed == 0, run.changed_tasks
 
 
+def _ran(run: PlaybookRun) -> list[str]:
+    """The tasks the run executed, not skipped (from its JSON report)."""
+    report = json.JSONDecoder().raw_decode(run.output[run.output.find("{") :])[0]
+    return [
+        task["task"]["name"]
+        for play in report["plays"]
+        for task in play["tasks"]
+        if any(not result.get("skipped") for result in task["hosts"].values())
+    ]
+
+
 def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -349,6 +361,11 @@ def test_update_moves_only_the_changed_pin(box: Box) -> None:
 def test_switch_back_to_vllm(box: Box) -> None:
     _converge(box, "vllm")
     _verify(box, "vllm")
+    # --tags engine runs the engine role with the tasks it includes from the vllm role.
+    tagged = box.play("site.yml", "--tags", "engine", inference_engine="vllm")
+    assert tagged.returncode == 0, tagged.failed_tasks
+    assert tagged.changed == 0, tagged.changed_tasks
+    assert "vllm : publish | Tell the engine role how to start and check vLLM" in _ran(tagged)
 
 
 def test_verify_fails_when_an_idle_engine_runs(box: Box) -> None:

@@ -164,10 +164,22 @@ def test_rebuilding_gives_identical_bytes(release: Path, tmp_path: Path) -> None
 
 
 def test_extracted_binary_prints_its_version(extracted: Path) -> None:
-    """``bin/ollama --version`` and ``-v`` read lib/ollama/VERSION."""
+    """``bin/ollama --version`` and ``-v`` without a server: the client version read from lib/ollama/VERSION."""
+    env = dict(os.environ, OLLAMA_HOST=f"127.0.0.1:{free_port()}")
     for flag in ("--version", "-v"):
-        done = subprocess.run([str(extracted / "bin" / "ollama"), flag], capture_output=True, text=True, check=True)
-        assert done.stdout == f"ollama version is {VERSIONS[0]}\n"
+        command = [str(extracted / "bin" / "ollama"), flag]
+        done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+        assert done.stdout == (
+            f"Warning: could not connect to a running Ollama instance\nWarning: client version is {VERSIONS[0]}\n"
+        )
+
+
+def test_version_names_the_running_server_and_the_client(extracted: Path, server: FakeOllama) -> None:
+    """With a server of the same version only its version; the role parses the client's either way."""
+    env = dict(os.environ, OLLAMA_HOST=server.address)
+    command = [str(extracted / "bin" / "ollama"), "--version"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    assert done.stdout == f"ollama version is {VERSIONS[0]}\n"
 
 
 # The server ------------------------------------------------------------------------------------
