@@ -140,19 +140,28 @@ def _gpu_name(uuid: str, gpus: Iterable[Gpu]) -> str:
     return next((str(gpu.index) for gpu in gpus if gpu.uuid == uuid), uuid or "?")
 
 
-def engine_processes(
+def processes(
     apps: Iterable[App], gpus: Iterable[Gpu], uids: Mapping[int, str], owner_of: Callable[[int], int | None]
-) -> list[str]:
-    """Compute processes owned by one of the stopped engines' uids, one line each."""
+) -> tuple[list[str], list[str]]:
+    """Compute processes, one line each: those owned by the stopped engines' uids, and the others
+    (context for a time-out; a PID not visible in /proc has an unknown owner)."""
     gpus = list(gpus)
-    lines = []
+    engine: list[str] = []
+    other: list[str] = []
     for app in apps:
         uid = owner_of(app.pid)
         if uid is not None and uid in uids:
-            lines.append(
-                f"pid {app.pid} (user {uids[uid]}) holds {app.used_mib} MiB on GPU {_gpu_name(app.gpu_uuid, gpus)}"
-            )
-    return lines
+            owner, into = f"user {uids[uid]}", engine
+        elif uid is None:
+            owner, into = "owner unknown: not visible in /proc, another PID namespace or gone", other
+        else:
+            try:
+                owner = f"user {pwd.getpwuid(uid).pw_name}"
+            except KeyError:
+                owner = f"uid {uid}"
+            into = other
+        into.append(f"pid {app.pid} ({owner}) holds {app.used_mib} MiB on GPU {_gpu_name(app.gpu_uuid, gpus)}")
+    return engine, other
 
 
 def blocking(
@@ -169,32 +178,11 @@ def blocking(
     through its GPU's memory.
     """
     gpus = list(gpus)
-    reasons = engine_processes(apps, gpus, uids, owner_of)
+    reasons = processes(apps, gpus, uids, owner_of)[0]
     for gpu in gpus:
         if gpu.used_mib > max_used_mib:
             reasons.append(f"GPU {gpu.index}: {gpu.used_mib} / {gpu.total_mib} MiB used (more than {max_used_mib})")
     return reasons
-
-
-def others(
-    apps: Iterable[App], gpus: Iterable[Gpu], uids: Mapping[int, str], owner_of: Callable[[int], int | None]
-) -> list[str]:
-    """Compute processes that are not the stopped engines', one line each (context for a time-out)."""
-    gpus = list(gpus)
-    lines = []
-    for app in apps:
-        uid = owner_of(app.pid)
-        if uid in uids:
-            continue
-        if uid is None:
-            owner = "owner unknown: not visible in /proc, another PID namespace or gone"
-        else:
-            try:
-                owner = f"user {pwd.getpwuid(uid).pw_name}"
-            except KeyError:
-                owner = f"uid {uid}"
-        lines.append(f"pid {app.pid} ({owner}) holds {app.used_mib} MiB on GPU {_gpu_name(app.gpu_uuid, gpus)}")
-    return lines
 
 
 def proc_owner(pid: int) -> int | None:
@@ -299,7 +287,7 @@ def timeout_message(
     params: dict[str, Any], users: list[str], apps: list[App], gpus: list[Gpu], uids: Mapping[int, str]
 ) -> str:
     """The time-out failure: what still holds the GPUs, each GPU's memory, and which knobs to change."""
-    engine = engine_processes(apps, gpus, uids, proc_owner)
+    engine, other = processes(apps, gpus, uids, proc_owner)
     lines = [
         f"The GPUs were not free within {params['timeout_s']} s after stopping {', '.join(params['units'])} "
         f"(engine users: {', '.join(users) or 'none'}).",
@@ -308,7 +296,6 @@ def timeout_message(
         f"GPU memory (free means at most {params['max_used_mib']} MiB used):",
         *(f"  GPU {gpu.index}: {gpu.used_mib} / {gpu.total_mib} MiB used" for gpu in gpus),
     ]
-    other = others(apps, gpus, uids, proc_owner)
     if other:
         lines += ["Other compute processes:", *(f"  {line}" for line in other)]
     lines.append(
