@@ -1,4 +1,4 @@
-"""llmrig's bench package: configuration rules, model presets and (later) the benchmark harness.
+"""llmrig's bench package: configuration rules, model presets, the KV planner and the benchmark harness.
 
 Importing ``bench.validation`` must stay cheap (standard library and PyYAML, which Ansible
 itself needs): the Ansible plugins under ``ansible/plugins`` import it on the controller to

@@ -106,3 +106,14 @@ def test_collections_satisfy_requirements() -> None:
             op, number = match.groups()
             limit = tuple(int(part) for part in number.split("."))
             assert version >= limit if op == ">=" else version < limit, (entry, version)
+
+
+@pytest.mark.parametrize("ci", ["true", "1", "yes"])
+def test_a_requested_skip_under_ci_fails_before_anything_runs(ci: str) -> None:
+    """CI runs every tier: LLMRIG_SKIP_SLOW under CI exits 2 at once and names the tiers it would skip."""
+    env = {"PATH": "/usr/bin:/bin", "CI": ci, "LLMRIG_SKIP_SLOW": "1"}
+    done = subprocess.run([str(REPO / "scripts" / "test")], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "molecule and end-to-end tiers would not run" in done.stderr
+    assert "== pytest" not in done.stdout + done.stderr  # nothing ran: not even lint
+    assert done.stdout == ""
