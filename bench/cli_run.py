@@ -70,7 +70,11 @@ def add_parser(commands: Any) -> None:
     shape.add_argument("--output-tokens", type=int, default=128, help="tokens to generate per request")
     shape.add_argument("--requests", type=int, default=20, help="requests per level (at least 4 per concurrent stream)")
     shape.add_argument(
-        "--concurrency", type=int, nargs="+", default=None, help="sweep levels (default 1 2 4 8; single is always 1)"
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=None,
+        help="sweep: the levels (default 1 2 4 8); agent: sessions at a time (default 1); the others run one stream",
     )
     shape.add_argument(
         "--rate", type=float, nargs="+", default=[0.5, 1.0, 2.0], help="rate levels, requests per second"

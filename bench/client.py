@@ -5,7 +5,8 @@ The only module that touches the network. Each event of the server-sent stream i
 read share that stamp, and a split event is stamped when its last piece arrives. Failures that
 make the whole run meaningless (no connection, wrong key, unknown model) raise from the
 :mod:`bench.errors` tree; failures of a single request (a truncated or malformed stream, a 5xx,
-a context overflow) are recorded on its :class:`~bench.metrics.RequestRecord` as an error kind.
+a context overflow, a gap past the read timeout, a request past the request timeout) are
+recorded on its :class:`~bench.metrics.RequestRecord` as an error kind.
 """
 
 from __future__ import annotations
