@@ -5,11 +5,13 @@ The only module that touches the network. Each event of the server-sent stream i
 read share that stamp, and a split event is stamped when its last piece arrives. Failures that
 make the whole run meaningless (no connection, wrong key, unknown model) raise from the
 :mod:`bench.errors` tree; failures of a single request (a truncated or malformed stream, a 5xx,
-a context overflow) are recorded on its :class:`~bench.metrics.RequestRecord` as an error kind.
+a context overflow, a gap past the read timeout, a request past the request timeout) are
+recorded on its :class:`~bench.metrics.RequestRecord` as an error kind.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -31,7 +33,8 @@ class Endpoint:
     base_url: str  # e.g. http://127.0.0.1:8000/v1
     model: str
     api_key: str = ""
-    timeout_s: float = 600.0
+    read_timeout_s: float = 300.0  # the longest gap between two reads (headers and first token included)
+    request_timeout_s: float = 600.0  # the longest one chat request may take, from dispatch to its end
 
 
 @dataclass(slots=True)
@@ -91,6 +94,10 @@ def feed(stream: _Stream, data: bytes, t_ns: int) -> None:
         stream.events.append(_event_from(payload, t_ns, stream))
 
 
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _raise_for_fatal(status: int, body: str, endpoint: Endpoint) -> None:
     if status == 401:
         raise EndpointAuthError(
@@ -114,10 +121,11 @@ class ChatClient:
         self.endpoint = endpoint
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        timeout = httpx.Timeout(endpoint.timeout_s, connect=10.0)
+        timeout = httpx.Timeout(endpoint.read_timeout_s, connect=10.0)
         self._http = httpx.AsyncClient(
             base_url=endpoint.base_url.rstrip("/"), headers=headers, limits=limits, timeout=timeout
         )
+        self._answered = 0  # chat requests that got an HTTP answer, to tell a dead server from a wrong URL
 
     @property
     def http(self) -> httpx.AsyncClient:
@@ -133,20 +141,29 @@ class ChatClient:
     async def model_list(self) -> list[dict[str, Any]]:
         """The entries of /v1/models (id, and max_model_len on vLLM or meta.n_ctx on llama.cpp);
         raises on a wrong key or an unreachable endpoint."""
+        url = f"{self.endpoint.base_url.rstrip('/')}/models"
         try:
             response = await self._http.get("/models")
         except httpx.TransportError as exc:
-            raise EndpointUnreachable(f"cannot reach {self.endpoint.base_url}: {exc or type(exc).__name__}") from exc
-        _raise_for_fatal(response.status_code, response.text, self.endpoint)
+            raise EndpointUnreachable(
+                f"cannot reach {self.endpoint.base_url} (--base-url): GET {url} failed: {_one_line(exc)}"
+            ) from exc
+        if response.status_code == 401:
+            _raise_for_fatal(401, response.text, self.endpoint)
         if response.status_code != 200:
-            raise EndpointProtocolError(f"{self.endpoint.base_url}/models answered {response.status_code}")
+            hint = "an OpenAI base URL ends in /v1" if response.status_code == 404 else "is it OpenAI-compatible?"
+            raise EndpointProtocolError(
+                f"GET {url} answered {response.status_code}: check --base-url ({self.endpoint.base_url}; {hint})"
+            )
         try:
             entries = response.json()["data"]
             if not all(isinstance(entry, dict) and "id" in entry for entry in entries):
                 raise TypeError("an entry without id")
             return list(entries)
         except (ValueError, KeyError, TypeError) as exc:
-            raise EndpointProtocolError(f"{self.endpoint.base_url}/models is not an OpenAI model list") from exc
+            raise EndpointProtocolError(
+                f"GET {url} is not an OpenAI model list: check --base-url ({self.endpoint.base_url})"
+            ) from exc
 
     async def chat(
         self,
@@ -172,19 +189,27 @@ class ChatClient:
         stream = _Stream()
         t_disp = time.perf_counter_ns()
         try:
-            async with self._http.stream("POST", "/chat/completions", json=body) as response:
-                if response.status_code != 200:
-                    text = (await response.aread()).decode(errors="replace")
-                    _raise_for_fatal(response.status_code, text, self.endpoint)
-                    kind = _error_kind(response.status_code, text)
-                    log.debug("request %s: HTTP %s: %s", index, response.status_code, text[:300])
-                    return self._record(index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=kind)
-                async for data in response.aiter_raw():
-                    feed(stream, data, time.perf_counter_ns())
-                    if stream.done:
-                        break
-        except httpx.ConnectError as exc:
-            raise EndpointUnreachable(f"cannot reach {self.endpoint.base_url}: {exc or type(exc).__name__}") from exc
+            async with asyncio.timeout(self.endpoint.request_timeout_s):
+                async with self._http.stream("POST", "/chat/completions", json=body) as response:
+                    self._answered += 1
+                    if response.status_code != 200:
+                        text = (await response.aread()).decode(errors="replace")
+                        _raise_for_fatal(response.status_code, text, self.endpoint)
+                        kind = _error_kind(response.status_code, text)
+                        log.debug("request %s: HTTP %s: %s", index, response.status_code, text[:300])
+                        return self._record(
+                            index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=kind
+                        )
+                    async for data in response.aiter_raw():
+                        feed(stream, data, time.perf_counter_ns())
+                        if stream.done:
+                            break
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise self._unreachable(exc) from exc
+        except TimeoutError:
+            stream.error = "request_timeout"  # --request-timeout: the whole request took too long
+        except httpx.ReadTimeout:
+            stream.error = "read_timeout"  # --read-timeout: no byte came for that long
         except httpx.TimeoutException:
             stream.error = "timeout"
         except (httpx.RemoteProtocolError, httpx.ReadError):
@@ -193,6 +218,17 @@ class ChatClient:
             stream.error = "truncated"  # the connection closed before [DONE]
         return self._record(
             index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=stream.error, keep_text=keep_text
+        )
+
+    def _unreachable(self, exc: Exception) -> EndpointUnreachable:
+        url = f"{self.endpoint.base_url.rstrip('/')}/chat/completions"
+        if self._answered:
+            return EndpointUnreachable(
+                f"lost {self.endpoint.base_url}: it answered {self._answered} requests, then POST {url} "
+                f"failed ({_one_line(exc)}); the server stopped or restarted"
+            )
+        return EndpointUnreachable(
+            f"cannot reach {self.endpoint.base_url} (--base-url): POST {url} failed: {_one_line(exc)}"
         )
 
     def _record(

@@ -5,8 +5,9 @@
     BenchError                 base class; the CLI maps it to an exit code and one line
     ├── ConfigError            a setting (group_vars knob, preset, flag) is missing or wrong (exit 2)
     │   └── PresetError        a model preset is malformed or unknown
-    └── EndpointError          the served endpoint misbehaves (exit 3)
-        ├── EndpointUnreachable    connection refused, DNS failure, timeout
+    └── EndpointError          the served endpoint misbehaves (exit 3; also a finished run in which
+        │                          requests failed, raised after its table and file)
+        ├── EndpointUnreachable    connection refused, DNS failure, connect timeout, the server lost
         ├── EndpointAuthError      401: the API key is wrong or missing
         ├── EndpointModelError     the endpoint does not serve the requested model
         └── EndpointProtocolError  an answer that breaks the OpenAI protocol

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from types import TracebackType
 from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -15,8 +17,15 @@ from bench.run import Progress as Hooks
 from bench.runner import LevelSpec
 
 
+def level_label(spec: LevelSpec) -> str:
+    """What a level is: its rate for open-loop levels (the in-flight cap is not the level)."""
+    if spec.rate is not None:
+        return f"rate {spec.rate:g} req/s"
+    return f"concurrency {spec.concurrency}"
+
+
 class LiveProgress:
-    """A rich progress bar per concurrency level, fed by the run's hooks."""
+    """A rich progress bar per level, fed by the run's hooks."""
 
     def __init__(self, console: Console) -> None:
         self._bar = Progress(
@@ -32,7 +41,7 @@ class LiveProgress:
         self.hooks = Hooks(level_started=self._level, request_done=self._done)
 
     def _level(self, spec: LevelSpec) -> None:
-        self._task = self._bar.add_task(f"concurrency {spec.concurrency}", total=spec.requests, errors=0)
+        self._task = self._bar.add_task(level_label(spec), total=spec.requests, errors=0)
 
     def _done(self, record: RequestRecord) -> None:
         if self._task is None:
@@ -56,38 +65,38 @@ def _p(summary: dict[str, Any] | None, key: str = "p50", digits: int = 1) -> str
     return "-" if not summary else _fmt(summary.get(key), digits)
 
 
-def print_summary(console: Console, document: dict[str, Any]) -> None:
-    """One row per concurrency level: latency medians, per-stream and aggregate speed, trust."""
-    title = f"{document['workload']} | tag {document['tag']} | {document['environment']['model']}"
-    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    columns = (
-        "conc",
-        "ok/total",
-        "TTFT p50 ms",
-        "TTFT p90 ms",
-        "TPOT p50 ms",
-        "tok/s/stream p50",
-        "output tok/s",
-        "trusted",
+SUMMARY_COLUMNS = ("level", "in", "ok", "TTFT p50", "TPOT p50", "tok/s p50", "out tok/s", "trusted")
+SUMMARY_CAPTION = "times in ms; tok/s: per stream (p50) and all streams"
+
+
+def summary_row(level: dict[str, Any]) -> tuple[str, ...]:
+    """The cells of one level's row, in the order of :data:`SUMMARY_COLUMNS`."""
+    latency, requests = level["latency"], level["requests"]
+    return (
+        str(level["label"]),
+        str(level["tokens"]["input_target"]),
+        f"{requests['successful']}/{requests['total']}",
+        _p(latency["ttft_ms"]),
+        _p(latency["tpot_ms"], digits=2),
+        _p(level["decode_tps"]),
+        _fmt(level["throughput"]["output_tps"]),
+        "yes" if not level["untrusted_because"] else "no",
     )
-    for column in columns:
-        table.add_column(column, justify="right")
+
+
+def print_summary(console: Console, document: dict[str, Any]) -> None:
+    """One row per level: prompt length, requests that succeeded, latency medians, per-stream
+    and aggregate speed, trust; then why a level is untrusted (failed requests by kind first)."""
+    title = f"{document['workload']} | tag {document['tag']} | {document['environment']['model']}"
+    table = Table(title=title, caption=SUMMARY_CAPTION, box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in SUMMARY_COLUMNS:
+        table.add_column(column, justify="right", no_wrap=True)
     for level in document["levels"]:
-        latency, requests = level["latency"], level["requests"]
-        table.add_row(
-            str(level["label"]),
-            str(level["tokens"]["input_target"]),
-            f"{requests['successful']}/{requests['total']}",
-            _p(latency["ttft_ms"]),
-            _p(latency["tpot_ms"], digits=2),
-            _p(level["decode_tps"]),
-            _fmt(level["throughput"]["output_tps"]),
-            "yes" if not level["untrusted_because"] else "no",
-        )
+        table.add_row(*summary_row(level))
     console.print(table)
     for level in document["levels"]:
         for reason in level["untrusted_because"]:
-            console.print(f"[yellow]{level['label']}: {reason}[/yellow]")
+            console.print(f"[yellow]{level['label']}: {escape(reason)}[/yellow]", soft_wrap=True)
     for skipped in document.get("skipped_levels") or []:
         console.print(f"[yellow]skipped (beyond the server's max_model_len): {skipped}[/yellow]")
     for level in document["levels"]:
@@ -95,7 +104,8 @@ def print_summary(console: Console, document: dict[str, Any]) -> None:
             _print_turns(console, level["agent_turns"])
     _print_facts(console, document)
     if document["partial"]:
-        console.print("[yellow]partial: the run was interrupted[/yellow]")
+        why = document.get("stopped_because") or "interrupted"
+        console.print(f"[yellow]partial: the run stopped early ({escape(why)})[/yellow]", soft_wrap=True)
 
 
 def _print_turns(console: Console, turns: list[dict[str, Any]]) -> None:
@@ -148,3 +158,15 @@ def _print_facts(console: Console, document: dict[str, Any]) -> None:
         )
         for warning in native["warnings"]:
             console.print(f"[yellow]Ollama cross-check: {warning}[/yellow]")
+
+
+def failed_requests(document: dict[str, Any]) -> str | None:
+    """How many requests of the whole run failed and why, by kind; None when none did."""
+    kinds: Counter[str] = Counter()
+    for level in document["levels"]:
+        kinds.update(level["requests"]["errors_by_kind"])
+    if not kinds:
+        return None
+    total = sum(level["requests"]["total"] for level in document["levels"])
+    by_kind = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+    return f"{kinds.total()} of {total} requests failed: {by_kind}"

@@ -50,8 +50,21 @@ def warmup_count(requests: int, concurrency: int) -> int:
     return min(max(concurrency, math.ceil(0.1 * requests)), requests // 2) if requests > 1 else 0
 
 
+def failed_requests(records: list[RequestRecord]) -> str | None:
+    """How many of ``records`` failed and why, by kind ("2 of 6 requests failed: http_500 1,
+    truncated 1"); None when none did."""
+    kinds = Counter(record.error for record in records if record.error is not None)
+    if not kinds:
+        return None
+    by_kind = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+    return f"{kinds.total()} of {len(records)} requests failed: {by_kind}"
+
+
 def _trust(level: LevelRun, measured: list[RequestMetrics], input_target: int) -> list[str]:
     reasons = []
+    failed = failed_requests(level.records)
+    if failed:
+        reasons.append(failed)
     counters = level.server.get("counters", {})
     succeeded = sum(1 for record in level.records if record.error is None)
     seen = counters.get("requests_succeeded")

@@ -1,9 +1,10 @@
 """``bench run``: resolve the target, calibrate prompt lengths, run the workload's levels, and
 write one result file. Plain functions; the CLI parses flags into :class:`RunOptions`.
 
-Workloads: ``single`` (one stream, fixed input and output length) and ``sweep`` (closed-loop
-levels of concurrency). Interrupting a run (Ctrl-C) keeps what was measured: the file is
-written with ``"partial": true``. A run in which no request succeeded writes nothing.
+Workloads: see :mod:`bench.options`. A run that stops early (Ctrl-C, the server lost, a wrong key
+after calibration) keeps what was measured: the file is written with ``"partial": true`` and
+``stopped_because``, and the error that stopped it is raised as it was. A run in which no request
+succeeded writes nothing.
 """
 
 from __future__ import annotations
@@ -20,75 +21,14 @@ from typing import Any
 from bench import __version__, metrics, ollama, results
 from bench.client import ChatClient, Endpoint
 from bench.config import Target
-from bench.errors import ConfigError, EndpointError, EndpointModelError
+from bench.errors import BenchError, ConfigError, EndpointError, EndpointModelError
 from bench.gpu import GpuSampler
 from bench.metrics import RequestRecord
+from bench.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
 from bench.runner import AgentSpec, LevelRun, LevelSpec, calibrate, run_agent, run_level
 from bench.workloads import Calibration, PromptFactory, new_salt
 
-WORKLOADS = ("single", "sweep", "rate", "context", "agent")
-DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """Everything a run needs besides the target."""
-
-    workload: str
-    concurrency: tuple[int, ...]
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    results_dir: Path
-    fixed_output: bool = True
-    temperature: float = 0.0
-    seed: int = 0
-    timeout_s: float = 600.0
-    weight_bytes_per_gpu: float | None = None  # for the decode bandwidth bound (preset weights / TP)
-    gpu_telemetry: bool = True
-    rates: tuple[float, ...] = (0.5, 1.0, 2.0)  # rate workload: requests per second, one level each
-    contexts: tuple[int, ...] = DEFAULT_CONTEXTS  # context workload: prompt lengths, one level each
-    max_in_flight: int = 256  # rate workload: cap on concurrent requests (the rest wait, as client queue)
-    sessions: int = 4  # agent workload: sessions, run concurrency[0] at a time
-    turns: int = 6  # agent workload: turns per session
-    system_tokens: int = 2048  # agent workload: system prompt with tool schemas, shared by every session
-
-    def levels(self) -> list[LevelSpec]:
-        """One level per concurrency; at least ``requests`` and at least 4 per stream."""
-        if self.workload not in WORKLOADS:
-            raise ConfigError(f"workload: {self.workload!r} is not one of {', '.join(WORKLOADS)}")
-        for name, value in (("--input-tokens", self.input_tokens), ("--output-tokens", self.output_tokens)):
-            if value < 1:
-                raise ConfigError(f"{name}: must be at least 1, got {value}")
-        if self.requests < 2:
-            raise ConfigError(f"--requests: at least 2 are needed for a window, got {self.requests}")
-        if any(c < 1 for c in self.concurrency):
-            raise ConfigError(f"--concurrency: every level must be at least 1, got {list(self.concurrency)}")
-        if self.workload == "rate":
-            if any(r <= 0 for r in self.rates):
-                raise ConfigError(f"--rate: every rate must be above 0 requests per second, got {list(self.rates)}")
-            return [self._spec(self.max_in_flight, self.requests, self.input_tokens, rate) for rate in self.rates]
-        if self.workload == "agent":
-            if self.sessions < 1 or self.turns < 1:
-                raise ConfigError(f"--sessions/--turns: at least 1 each, got {self.sessions} and {self.turns}")
-            return [self._spec(self.concurrency[0], self.sessions * self.turns, self.input_tokens)]
-        if self.workload == "context":
-            if any(length < 1 for length in self.contexts):
-                raise ConfigError(f"--context: every prompt length must be at least 1, got {list(self.contexts)}")
-            return [self._spec(1, self.requests, length) for length in self.contexts]
-        return [self._spec(c, max(self.requests, 4 * c), self.input_tokens) for c in self.concurrency]
-
-    def _spec(self, concurrency: int, requests: int, input_tokens: int, rate: float | None = None) -> LevelSpec:
-        return LevelSpec(
-            concurrency,
-            requests,
-            input_tokens,
-            self.output_tokens,
-            fixed_output=self.fixed_output,
-            temperature=self.temperature,
-            rate=rate,
-            seed=self.seed,
-        )
+__all__ = ["DEFAULT_CONTEXTS", "WORKLOADS", "Progress", "RunOptions", "execute", "run"]
 
 
 @dataclass(slots=True)
@@ -97,7 +37,8 @@ class Progress:
 
     level_started: Callable[[LevelSpec], None] = lambda spec: None
     request_done: Callable[[RequestRecord], None] = lambda record: None
-    written: Path | None = None  # set once the result file exists, also when interrupted
+    written: Path | None = None  # set once the result file exists, also when the run stopped early
+    document: dict[str, Any] | None = None  # the document written there
 
 
 def _document(target: Target, options: RunOptions, run_id: str, started: datetime) -> dict[str, Any]:
@@ -157,11 +98,11 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
     run_id = f"{started:%Y%m%dT%H%M%SZ}-{options.workload}-{secrets.token_hex(3)}"
     path = options.results_dir / target.tag / f"{run_id}.json"
     document = _document(target, options, run_id, started)
-    endpoint = Endpoint(target.base_url, target.model or "", target.api_key, options.timeout_s)
+    endpoint = _endpoint(target, target.model or "", options)
     levels: list[LevelRun] = []
     async with ChatClient(endpoint, max_connections=4) as probe:
         model, max_len = await _resolve_model(probe, target)
-    endpoint = Endpoint(target.base_url, model, target.api_key, options.timeout_s)
+    endpoint = _endpoint(target, model, options)
     document["environment"]["model"] = model
     document["environment"]["max_model_len"] = max_len
     if max_len is not None:
@@ -178,6 +119,8 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
     try:
         async with ChatClient(endpoint, max_connections=connections) as client:
             calibration = await calibrate(client, prompts)
+            for spec in specs:
+                calibration.words_for(spec.input_tokens)  # a prompt below the fixed overhead: ConfigError now
             document["calibration"] = asdict(calibration)
             document["prompts"] = {"salt": prompts.salt, "seed": prompts.seed}
             await _run_levels(
@@ -187,17 +130,36 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
                 client, target, document, shape=(prompts, calibration), spec=specs[0], levels=levels
             )
         document["partial"] = False
+    except BaseException as exc:
+        document["stopped_because"] = _stopped_because(exc)
+        raise  # the error that stopped the run is what the user sees, never one made up after it
     finally:
         sampler.stop()
         _finish(document, levels)
         produced = sum(r.completion_tokens or 0 for level in levels for r in level.records if r.error is None)
         document["gpu"] = _gpu_report(sampler, document, options, produced) if options.gpu_telemetry else None
-        if any(record.error is None for level in levels for record in level.records):
+        records = [record for level in levels for record in level.records]
+        if any(record.error is None for record in records):
             progress.written = results.write_atomic(path, document)
-        elif levels:
-            kinds = sorted({str(record.error) for level in levels for record in level.records})
-            raise EndpointError(f"no request succeeded ({', '.join(kinds) or 'none finished'}); nothing was written")
+            progress.document = document
+        elif levels and "stopped_because" not in document:
+            kinds = sorted({str(record.error) for record in records})
+            raise EndpointError(
+                f"no request succeeded ({', '.join(kinds)}); all {len(records)} failed, nothing was written"
+            )
     return document, path
+
+
+def _endpoint(target: Target, model: str, options: RunOptions) -> Endpoint:
+    return Endpoint(target.base_url, model, target.api_key, options.read_timeout_s, options.request_timeout_s)
+
+
+def _stopped_because(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
+        return "interrupted"
+    if isinstance(exc, BenchError):
+        return f"{type(exc).__name__}: {exc}"
+    return f"unexpected {type(exc).__name__}: {exc}"
 
 
 async def _run_levels(

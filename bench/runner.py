@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +141,18 @@ async def _measured(
         level.server = server.server_report(before, after, sampler.samples if sampler else [])
 
 
+async def _together(coroutines: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``coroutines`` concurrently; when one raises, cancel the others and raise its error
+    (what ``asyncio.gather`` does not do: it leaves the rest running)."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def _closed_loop(spec: LevelSpec, first: int, one: Callable[[int], Awaitable[None]]) -> None:
     """``concurrency`` workers, each sending its next request when its last one finished."""
     counter = itertools.count(first)
@@ -150,7 +162,7 @@ async def _closed_loop(spec: LevelSpec, first: int, one: Callable[[int], Awaitab
         while (index := next(counter)) < last:
             await one(index)
 
-    await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+    await _together([worker() for _ in range(spec.concurrency)])
 
 
 async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awaitable[None]]) -> None:
@@ -161,21 +173,17 @@ async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awai
     slots = asyncio.Semaphore(spec.concurrency)
     start = time.perf_counter_ns()
     offset = 0.0
-    tasks = []
 
     async def scheduled(index: int, at_ns: int) -> None:
         await asyncio.sleep(max(0.0, (at_ns - time.perf_counter_ns()) / 1e9))
         async with slots:
             await one(index, at_ns)
 
+    arrivals = []
     for index in range(first, first + spec.requests):
-        tasks.append(asyncio.ensure_future(scheduled(index, start + int(offset * 1e9))))
+        arrivals.append(scheduled(index, start + int(offset * 1e9)))
         offset += generator.expovariate(spec.rate)
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
+    await _together(arrivals)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,4 +242,4 @@ async def run_agent(
 
     # Per-request scrapes already bracket every request; no background sampler beside them.
     async with _measured(level, http, metrics_url, sample=False):
-        await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+        await _together([worker() for _ in range(spec.concurrency)])

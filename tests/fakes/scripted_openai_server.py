@@ -10,8 +10,15 @@ scenario, so the harness's metrics can be checked against ground truth:
   ``reasoning_field``), then ``content_tokens`` as ``delta.content``;
 - a role-only event is sent at once (``ttfr`` is ~0), and the final usage chunk last;
   ``continuous_usage`` adds the running ``usage`` to every event, as vLLM does on request;
-- failure modes: ``status`` (answer that HTTP status), ``truncate_after`` (close the connection
-  after N events, no ``[DONE]``), ``malformed_after`` (send invalid JSON after N events);
+- failure modes: ``status`` (answer that HTTP status with ``error_message``; a 400 whose message
+  names the maximum context length is what vLLM sends on a context overflow),
+  ``truncate_after`` (close the connection after N events, no ``[DONE]``), ``malformed_after``
+  (send invalid JSON after N events), ``die_after`` (the whole server exits after sending N
+  events, as a killed server does: the stream breaks and later connections are refused);
+- ``requests``: per-request changes of the scenario, keyed by the arrival number of the chat
+  completion (``"0"`` is the first, counting the two one-token calibration requests), e.g.
+  ``{"4": {"status": 500}, "5": {"truncate_after": 2}, "6": {"itl_ms": 500}}``; any key of the
+  scenario may change (``api_key`` too: a 401 after calibration);
 - ``prompt_tokens`` counts one token per whitespace-separated word of the messages plus
   ``template_tokens`` (a tokenizer where every word is one token);
 - ``event_log``: a file that gets one JSON line per answered request: the first words of its
@@ -33,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -57,6 +65,8 @@ DEFAULTS: dict[str, Any] = {
     "stagger_ms": 0,  # delay stream k's schedule by (k mod stagger_ms) ms: streams out of lockstep
     "truncate_after": None,
     "malformed_after": None,
+    "die_after": None,
+    "requests": {},
 }
 
 
@@ -93,6 +103,7 @@ def _piece(data: bytes) -> bytes:
 
 LOG: list[Any] = []
 STREAMS = itertools.count()
+CHATS = itertools.count()  # arrival number of each chat completion, the key of ``requests``
 
 
 def _prompt_tokens(request: dict[str, Any], scenario: dict[str, Any]) -> int:
@@ -119,6 +130,8 @@ async def _stream(
     while sent < total:
         target_ns = arrived_ns + int((scenario["ttft_ms"] + event * scenario["itl_ms"]) * 1e6)
         await asyncio.sleep(max(0.0, (target_ns - time.perf_counter_ns()) / 1e9))
+        if scenario["die_after"] is not None and event >= scenario["die_after"]:
+            os._exit(1)  # a killed server: no goodbye, the socket closes with the process
         if scenario["truncate_after"] is not None and event >= scenario["truncate_after"]:
             writer.close()
             return False
@@ -191,6 +204,8 @@ async def _answer(
 ) -> bool:
     """Answer one request; False when the connection must close."""
     method, path = request_line
+    if method == "POST" and path == "/v1/chat/completions":
+        scenario = {**scenario, **scenario["requests"].get(str(next(CHATS)), {})}
     if path == "/health":
         _respond(writer, 200, b"{}")
     elif scenario["ollama"] and path == "/api/version":

@@ -1,0 +1,202 @@
+"""``bench run`` on the command line: its flags and help, and the run with its summary table."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench import report
+from bench.config import Target, environment, find_deployment, resolve
+from bench.errors import BenchError, ConfigError, EndpointError
+from bench.presets import find_models_file, load_presets
+from bench.run import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
+from bench.run import Progress as Hooks
+from bench.run import run as run_benchmark
+
+
+class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" to a flag's help, except where the help already says its default
+    or there is none to say (None, a switch that is off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or "default" in text or default is None or default is False:
+            return text
+        if default is argparse.SUPPRESS:
+            return text
+        values = default if isinstance(default, list | tuple) else [default]
+        shown = " ".join(f"{value:g}" if isinstance(value, float) else str(value) for value in values)
+        return f"{text} (default: {shown})"
+
+
+def add_parser(commands: Any) -> None:
+    """Add ``bench run`` and its flags to the subcommands."""
+    run = commands.add_parser(
+        "run",
+        help="measure an OpenAI-compatible endpoint and file the result under a tag",
+        description="Measure TTFT, decode speed and throughput of an OpenAI-compatible endpoint. The endpoint, key, "
+        "model and tag come from flags, BENCH_* variables, the fetched deployment.json, or group_vars (in that order).",
+        formatter_class=_DefaultsHelp,
+    )
+    run.add_argument(
+        "workload",
+        choices=WORKLOADS,
+        help="single: one stream; sweep: closed-loop concurrency levels; rate: open loop, Poisson arrivals; "
+        "context: one stream as the prompt grows; agent: multi-turn sessions resending a growing history",
+    )
+    target = run.add_argument_group("target")
+    target.add_argument("--base-url", help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (env BENCH_BASE_URL)")
+    target.add_argument(
+        "--api-key", help="API key (env BENCH_API_KEY; default: the key fetched beside deployment.json)"
+    )
+    target.add_argument(
+        "--model", help="served model name (env BENCH_MODEL; default: deployment.json, else the only one)"
+    )
+    target.add_argument(
+        "--tag", help="results go to RESULTS_DIR/TAG (env BENCH_TAG; default: the deployment's version)"
+    )
+    target.add_argument(
+        "--deployment", type=Path, help="deployment.json to read (default: the only artifacts/*/deployment.json)"
+    )
+    shape = run.add_argument_group("workload")
+    shape.add_argument(
+        "--input-tokens", type=int, default=512, help="prompt length in tokens, as the server counts them"
+    )
+    shape.add_argument("--output-tokens", type=int, default=128, help="tokens to generate per request")
+    shape.add_argument("--requests", type=int, default=20, help="requests per level (at least 4 per concurrent stream)")
+    shape.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=None,
+        help="sweep: the levels (default 1 2 4 8); agent: sessions at a time (default 1); the others run one stream",
+    )
+    shape.add_argument(
+        "--rate", type=float, nargs="+", default=[0.5, 1.0, 2.0], help="rate levels, requests per second"
+    )
+    shape.add_argument(
+        "--context",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_CONTEXTS),
+        help="context levels, prompt tokens (levels beyond the server's max_model_len are skipped and listed)",
+    )
+    shape.add_argument("--max-in-flight", type=int, default=256, help="rate: cap on requests in flight")
+    shape.add_argument("--sessions", type=int, default=4, help="agent: sessions (run --concurrency at a time)")
+    shape.add_argument("--turns", type=int, default=6, help="agent: turns per session (--input-tokens new each)")
+    shape.add_argument("--system-tokens", type=int, default=2048, help="agent: shared system prompt and tool schemas")
+    shape.add_argument(
+        "--no-fixed-output", action="store_true", help="let the model stop early (no min_tokens/ignore_eos)"
+    )
+    shape.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
+    shape.add_argument("--seed", type=int, default=0, help="seed of the prompt generator (the salt is always fresh)")
+    limits = run.add_argument_group("timeouts (a request that runs past one fails with that kind)")
+    limits.add_argument(
+        "--read-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="longest wait for the next bytes of an answer, the first token included (read_timeout)",
+    )
+    limits.add_argument(
+        "--request-timeout",
+        "--timeout",
+        dest="request_timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="longest one request may take, from dispatch to its last token (request_timeout; "
+        "--timeout is its old name)",
+    )
+    run.add_argument("--results-dir", type=Path, default=Path("results"), help="where result files go")
+
+
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    if args.workload == "agent":
+        if args.concurrency is not None and len(args.concurrency) != 1:
+            raise ConfigError("--concurrency: the agent workload takes one value, the sessions run at a time")
+        concurrency: tuple[int, ...] = tuple(args.concurrency or (1,))
+    elif args.workload != "sweep":
+        if args.concurrency not in (None, [1]):
+            raise ConfigError(f"--concurrency: the {args.workload} workload does not take it; use sweep for levels")
+        concurrency = (1,)
+    else:
+        concurrency = tuple(args.concurrency or (1, 2, 4, 8))
+    return RunOptions(
+        workload=args.workload,
+        concurrency=concurrency,
+        requests=args.requests,
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        results_dir=args.results_dir,
+        fixed_output=not args.no_fixed_output,
+        temperature=args.temperature,
+        seed=args.seed,
+        read_timeout_s=args.read_timeout,
+        request_timeout_s=args.request_timeout,
+        rates=tuple(args.rate),
+        contexts=tuple(args.context),
+        max_in_flight=args.max_in_flight,
+        sessions=args.sessions,
+        turns=args.turns,
+        system_tokens=args.system_tokens,
+    )
+
+
+def _weight_bytes_per_gpu(target: Target, config_dir: Path | None) -> float | None:
+    """The deployed preset's weights divided by tensor parallelism: bytes each GPU streams per token."""
+    deployment = target.deployment or {}
+    args = list((deployment.get("vllm") or {}).get("args") or [])
+    if config_dir is None or "preset" not in deployment or "--tensor-parallel-size" not in args:
+        return None
+    presets = load_presets(config_dir / "models.yml")
+    preset = presets.get(str(deployment["preset"]))
+    if preset is None:
+        return None
+    return preset.weights_gb * 1e9 / int(args[args.index("--tensor-parallel-size") + 1])
+
+
+def command(args: argparse.Namespace, console: Console) -> int:
+    """bench run: measure, write the result file, print the summary table."""
+    options = _run_options(args)
+    try:
+        config_dir: Path | None = find_models_file((args.config_dir or Path.cwd()).resolve()).parent
+    except ConfigError:
+        config_dir = None
+    flags = {name: getattr(args, name) for name in ("base_url", "api_key", "model", "tag")}
+    deployment = find_deployment(args.deployment, config_dir)
+    target = resolve(flags, environment(), deployment_path=deployment, config_dir=config_dir)
+    options = dataclasses.replace(options, weight_bytes_per_gpu=_weight_bytes_per_gpu(target, config_dir))
+    err = Console(stderr=True)
+    err.print(f"bench: {target.base_url} ({target.engine}), tag {target.tag}, results in {options.results_dir}")
+    progress = report.LiveProgress(err)
+    try:
+        with progress:
+            document, path = run_benchmark(target, options, progress.hooks)
+    except KeyboardInterrupt:
+        if not _print_partial(console, progress.hooks):
+            err.print("bench: interrupted; nothing written")
+        return 130
+    except BenchError:
+        _print_partial(console, progress.hooks)  # what was measured before the error, then the error
+        raise
+    report.print_summary(console, document)
+    console.print(f"result: {path}", soft_wrap=True)
+    failed = report.failed_requests(document)
+    if failed:
+        raise EndpointError(f"{failed}; the result is marked untrusted")
+    return 0
+
+
+def _print_partial(console: Console, hooks: Hooks) -> bool:
+    """The table of a run that stopped early and the path of its partial file; False if none."""
+    if hooks.written is None or hooks.document is None:
+        return False
+    report.print_summary(console, hooks.document)
+    console.print(f"partial result: {hooks.written}", soft_wrap=True)
+    return True
