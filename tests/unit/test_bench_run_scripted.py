@@ -468,13 +468,13 @@ def test_request_failures_are_classified_and_nothing_claims_success(
 
 
 @pytest.mark.parametrize(
-    "scripted", [{"ollama": True, "ttft_ms": 20.0, "itl_ms": 5.0, "content_tokens": 16}], indirect=True
+    "isolated", [{"ollama": True, "ttft_ms": 20.0, "itl_ms": 5.0, "content_tokens": 16}], indirect=True
 )
-def test_ollama_native_timings_cross_check_the_stream(scripted: Scripted, tmp_path: Path) -> None:
+def test_ollama_native_timings_cross_check_the_stream(isolated: Scripted, tmp_path: Path) -> None:
     """When the server answers Ollama's /api/version, bench sets Ollama's own decode speed
-    (eval_count / eval_duration) beside the one it measured from the stream."""
-    target = _target(scripted, engine="unknown")
-    document, _ = asyncio.run(execute(target, RunOptions("single", (1,), 4, 64, 16, tmp_path / "results")))
+    (eval_count / eval_duration) beside the one it measured from the stream (isolated: a timing check)."""
+    shape = ["--requests", "4", "--input-tokens", "64", "--output-tokens", "16"]
+    document = _bench_isolated(isolated, tmp_path, "single", *shape)
     assert document["environment"]["engine"] == "ollama"
     native = document["ollama_native"]
     assert native["requests"] == 3
