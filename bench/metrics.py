@@ -167,18 +167,29 @@ def percentile(samples: Sequence[float], fraction: float) -> float:
 
 
 def weighted_percentile(samples: Sequence[tuple[float, float]], fraction: float) -> float:
-    """Percentile of (value, weight) pairs, each value repeated ``weight`` times (fractional weights allowed)."""
-    if not samples:
+    """Percentile of (value, weight) pairs: ``percentile`` of the list in which each value is
+    repeated ``weight`` times, so weights of 1 give exactly ``percentile`` of the values.
+    Fractional weights stretch that list: value i covers the positions [W_(i-1), W_i) of the
+    cumulative weights, and the type-7 position (total - 1) * fraction interpolates between
+    the values at its floor and the next position. Pairs of weight 0 or less count for nothing."""
+    ordered = sorted((value, weight) for value, weight in samples if weight > 0)
+    if not ordered:
         raise ValueError("percentile of no samples")
-    ordered = sorted(samples)
     total = sum(weight for _, weight in ordered)
-    target = fraction * total
-    running = 0.0
-    for value, weight in ordered:
-        running += weight
-        if running >= target - 1e-12:
-            return value
-    return ordered[-1][0]
+    slack = 1e-9 * max(1.0, total)  # float sums of fractional weights land a hair off the integer positions
+
+    def at(place: float) -> float:
+        running = 0.0
+        for value, weight in ordered:
+            running += weight
+            if running > place + slack:
+                return value
+        return ordered[-1][0]
+
+    position = max(0.0, (total - 1) * fraction)
+    low = math.floor(position)
+    below = at(low)
+    return below + (at(low + 1) - below) * (position - low)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 Most tests drive the pure ``decide`` function tick by tick. The end-to-end tests run the real
 script with the systemctl protocol fake in tests/fakes/watchdog and a loopback HTTP server
-playing the engine's /health.
+playing the engine's /health, its CLOCK_MONOTONIC fixed (tests/fakes/watchdog/fixed-clock) so
+that no result depends on the machine's uptime or on how long a tick takes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.helpers import FAKES, REPO, HealthEngine
 
 SCRIPT = REPO / "roles" / "watchdog" / "files" / "llmrig-watchdog"
 FAKE_SYSTEMCTL = FAKES / "watchdog" / "systemctl"
+FIXED_CLOCK = FAKES / "watchdog" / "fixed-clock"
 
 
 def load_script(path: Path, name: str) -> ModuleType:
@@ -49,7 +51,7 @@ CONFIG = WD.Config(
     check_timeout_s=5.0,
 )
 WALL = 1_750_000_000.0
-BOOTED_US = 10_000 * 1_000_000  # CLOCK_MONOTONIC of "now" in the decide tests: 10 000 s after boot
+BOOTED_US = 10_000 * 1_000_000  # CLOCK_MONOTONIC of "now" (decide tests, end-to-end ticks): 10 000 s after boot
 HEALTHY = WD.Probe(True, "HTTP 200")
 UNHEALTHY = WD.Probe(False, "HTTP 503")
 RESTART = (WD.Action(("reset-failed", UNIT), False), WD.Action(("restart", "--no-block", UNIT), True))
@@ -316,8 +318,9 @@ def test_probe_reasons(engine: HealthEngine) -> None:
 def fake_unit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The fake systemctl's unit state file (an active, long-running vllm.service)."""
     unit = tmp_path / "unit.json"
-    started = int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1_000_000) - 3600 * 1_000_000
-    unit.write_text(json.dumps({**props(), "ActiveEnterTimestampMonotonic": str(started)}), encoding="utf-8")
+    unit.write_text(json.dumps(props()), encoding="utf-8")  # started 3600 s before BOOTED_US
+    # The script and the fake systemctl read CLOCK_MONOTONIC as BOOTED_US: the same at any uptime.
+    monkeypatch.setenv("LLMRIG_FAKE_MONOTONIC_US", str(BOOTED_US))
     monkeypatch.setenv("LLMRIG_SYSTEMCTL", str(FAKE_SYSTEMCTL))
     monkeypatch.setenv("LLMRIG_FAKE_SYSTEMCTL_STATE", str(unit))
     monkeypatch.setenv("LLMRIG_FAKE_SYSTEMCTL_LOG", str(tmp_path / "calls.jsonl"))
@@ -365,8 +368,10 @@ def write_config(tmp_path: Path, url: str, **changes: Any) -> Path:
 
 
 def run_tick(config: Path, state_file: Path) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, str(SCRIPT), "--config", str(config), "--state", str(state_file)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    """One tick of the real script, with CLOCK_MONOTONIC fixed at BOOTED_US (as the fake systemctl's)."""
+    command = [sys.executable, str(FIXED_CLOCK), str(SCRIPT), "--config", str(config), "--state", str(state_file)]
+    env = dict(os.environ, LLMRIG_FAKE_MONOTONIC_US=str(BOOTED_US))
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=False, env=env)
 
 
 def test_e2e_two_failed_checks_restart_the_engine_which_then_loads(
@@ -402,7 +407,7 @@ def test_e2e_two_failed_checks_restart_the_engine_which_then_loads(
     assert len(calls(tmp_path)) == 2
     engine.status = 200
     fifth = run_tick(config, state_file)
-    assert fifth.stdout.startswith("<6>vllm.service is healthy (")
+    assert fifth.stdout == "<6>vllm.service is healthy (0 s after start)\n"
     assert json.loads(state_file.read_text(encoding="utf-8"))["healthy_invocation"] == unit["InvocationID"]
     assert engine.probes == 5
 
