@@ -7,7 +7,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,15 +20,26 @@ FAST = {"ttft_ms": 20.0, "itl_ms": 2.0, "content_tokens": 8}
 
 
 class Scripted:
-    """The scripted server on a free loopback port; ``scenario`` as its module docstring says."""
+    """The scripted server on a free loopback port; ``scenario`` as its module docstring says.
+    ``prefix`` goes before the server's command line (taskset, chrt); the fake logs what it sent
+    to ``log``, read back by ``answered``."""
 
-    def __init__(self, tmp_path: Path, **scenario: Any) -> None:
+    def __init__(self, tmp_path: Path, prefix: Sequence[str] = (), **scenario: Any) -> None:
+        self.log = tmp_path / "events.jsonl"
+        self.scenario = {"api_key": KEY, "event_log": str(self.log), **scenario}
         path = tmp_path / "scenario.json"
-        path.write_text(json.dumps({"api_key": KEY, **scenario}), encoding="utf-8")
-        self.process = subprocess.Popen([sys.executable, str(SERVER), str(path)], stdout=subprocess.PIPE, text=True)
+        path.write_text(json.dumps(self.scenario), encoding="utf-8")
+        command = [*prefix, sys.executable, str(SERVER), str(path)]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        self.bench_prefix: list[str] = []  # how bench runs when it runs as its own process
         assert self.process.stdout is not None
         self.port = int(self.process.stdout.readline().strip())
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def answered(self) -> dict[str, dict[str, Any]]:
+        """The fake's log of answered requests, by the first eleven words of their prompt."""
+        lines = self.log.read_text(encoding="utf-8").splitlines()
+        return {entry["key"]: entry for entry in map(json.loads, lines)}
 
     def close(self) -> None:
         if self.process.poll() is None:

@@ -20,7 +20,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,36 +33,8 @@ from bench.errors import EndpointAuthError, EndpointError, EndpointModelError, E
 from bench.metrics import Event, RequestRecord
 from bench.run import Progress, RunOptions, execute
 from bench.workloads import Calibration, PromptFactory
-from tests.helpers import FAKES, GROUP_VARS, REPO
-
-SERVER = FAKES / "scripted_openai_server.py"
-KEY = "test-key"
-
-
-class Scripted:
-    """The scripted server running in its own process, on a free loopback port."""
-
-    def __init__(self, tmp_path: Path, prefix: Sequence[str] = (), **scenario: Any) -> None:
-        self.log = tmp_path / "events.jsonl"
-        self.scenario = {"api_key": KEY, "event_log": str(self.log), **scenario}
-        path = tmp_path / "scenario.json"
-        path.write_text(json.dumps(self.scenario), encoding="utf-8")
-        command = [*prefix, sys.executable, str(SERVER), str(path)]
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-        self.bench_prefix: list[str] = []  # how bench runs when it runs as its own process
-        assert self.process.stdout is not None
-        self.base_url = f"http://127.0.0.1:{self.process.stdout.readline().strip()}/v1"
-
-    def answered(self) -> dict[str, dict[str, Any]]:
-        """The fake's log of answered requests, by the first eleven words of their prompt."""
-        lines = self.log.read_text(encoding="utf-8").splitlines()
-        return {entry["key"]: entry for entry in map(json.loads, lines)}
-
-    def close(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
+from tests.helpers import GROUP_VARS, REPO
+from tests.scripted import KEY, Scripted
 
 
 @pytest.fixture
