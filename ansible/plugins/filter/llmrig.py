@@ -54,6 +54,11 @@ def llmrig_vllm_env(
     return vllm_flags.service_env(knobs, device=device, args=args, cache_dir=cache_dir, api_key=api_key)
 
 
+def llmrig_public_env(env: dict[str, str]) -> dict[str, Any]:
+    """The non-secret part of a service environment, for deployment.json (see bench.vllm_flags.public_env)."""
+    return vllm_flags.public_env(env)
+
+
 def llmrig_env_file(env: dict[str, str]) -> str:
     """``KEY="value"`` lines for a systemd EnvironmentFile."""
     return vllm_flags.env_file(env)
@@ -74,5 +79,6 @@ class FilterModule:
             "llmrig_vllm_args": llmrig_vllm_args,
             "llmrig_vllm_env": llmrig_vllm_env,
             "llmrig_env_file": llmrig_env_file,
+            "llmrig_public_env": llmrig_public_env,
             "llmrig_vllm_startup_facts": llmrig_vllm_startup_facts,
         }
