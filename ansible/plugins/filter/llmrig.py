@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench import startup, validation, vllm_flags
+    from bench import rules, startup, validation, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench import startup, validation, vllm_flags
+    from bench import rules, startup, validation, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -40,6 +40,12 @@ def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[
         "warnings": [problem.render() for problem in problems if problem.severity == "warning"],
         "notes": [problem.message for problem in problems if problem.severity == "info"],
     }
+
+
+def llmrig_disk_errors(disk: dict[str, Any], weights_gb: float, headroom_gib: int, name: str) -> list[str]:
+    """Preflight's disk rule (bench.rules.disk_problem) for the roles: rendered errors, [] when it fits."""
+    problem = rules.disk_problem(disk, float(weights_gb), int(headroom_gib), name)
+    return [problem.render()] if problem and problem.severity == "error" else []
 
 
 def llmrig_vllm_args(knobs: dict[str, Any], device: str, model_path: str, chat_template_path: str) -> list[str]:
@@ -76,6 +82,7 @@ class FilterModule:
         return {
             "llmrig_resolve": llmrig_resolve,
             "llmrig_check": llmrig_check,
+            "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_vllm_args": llmrig_vllm_args,
             "llmrig_vllm_env": llmrig_vllm_env,
             "llmrig_env_file": llmrig_env_file,
