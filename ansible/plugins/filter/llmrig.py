@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench import rules, startup, validation, vllm_flags
+    from bench import config, rules, startup, validation, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench import rules, startup, validation, vllm_flags
+    from bench import config, rules, startup, validation, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -40,6 +40,11 @@ def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[
         "warnings": [problem.render() for problem in problems if problem.severity == "warning"],
         "notes": [problem.message for problem in problems if problem.severity == "info"],
     }
+
+
+def llmrig_artifacts_path(value: str, repo_root: str) -> str:
+    """Where ``llmrig_artifacts_dir`` lies on the controller (bench.config.artifacts_dir)."""
+    return str(config.artifacts_dir(Path(repo_root), value))
 
 
 def llmrig_disk_errors(disk: dict[str, Any], weights_gb: float, headroom_gib: int, name: str) -> list[str]:
@@ -81,6 +86,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "llmrig_resolve": llmrig_resolve,
+            "llmrig_artifacts_path": llmrig_artifacts_path,
             "llmrig_check": llmrig_check,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_vllm_args": llmrig_vllm_args,
