@@ -404,12 +404,27 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
     return problems
 
 
+# Engine flags that take a secret: on a command line it shows in ps, the journal and deployment.json.
+SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
+
+
 def rule_secrets(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """A supplied API key is long enough to mean something (empty = generated on the host)."""
+    """A supplied API key is long enough to mean something (empty = generated on the host), and
+    no secret rides on an engine's command line through the extra-argument knobs."""
+    problems: list[Problem] = []
     key = knobs.get("llmrig_api_key") or ""
     if key and (len(str(key)) < 16 or re.search(r"\s", str(key))):
-        return _err("llmrig_api_key", "must be at least 16 characters without spaces, or empty to generate one")
-    return []
+        problems += _err("llmrig_api_key", "must be at least 16 characters without spaces, or empty to generate one")
+    for knob in ("vllm_extra_args", "llamacpp_extra_args"):
+        for arg in knobs.get(knob) or []:
+            flag = str(arg).split("=", 1)[0]
+            if flag in SECRET_FLAGS:
+                problems += _err(
+                    knob,
+                    f"{flag} would put a secret on the command line (ps, the journal, deployment.json); "
+                    "set llmrig_api_key / llmrig_hf_token instead, which reach the engine from 0600 files",
+                )
+    return problems
 
 
 def rule_host_os(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
