@@ -165,4 +165,5 @@ def test_public_env_of_the_rendered_unit_environment(rendered_cpu: dict[str, Any
     assert recorded["env"]["OMP_NUM_THREADS"] == "4"
     assert recorded["env"]["HF_HUB_OFFLINE"] == "1"
     assert "VLLM_ARGS" not in recorded["env"]
-    assert "k3y" not in repr(recorded) and "hf_x" not in repr(recorded)
+    assert "k3y" not in repr(recorded)
+    assert "hf_x" not in repr(recorded)
