@@ -9,8 +9,9 @@ group_vars, in that order of precedence; each value remembers where it came from
   that ``/v1/models`` lists (decided later by the caller);
 - tag: ``--tag`` > ``BENCH_TAG`` > deployment.json ``config_version`` > ``untagged``.
 
-deployment.json is ``--deployment PATH``, or the only ``artifacts/*/deployment.json`` under
-the repository that holds ``group_vars``.
+deployment.json is ``--deployment PATH``, or the only ``*/deployment.json`` under
+``llmrig_artifacts_dir`` (``artifacts/`` in the repository that holds ``group_vars``; see
+:func:`artifacts_dir`).
 """
 
 from __future__ import annotations
@@ -50,15 +51,27 @@ class Target:
         return re.sub(r"/v1/?$", "", self.base_url.rstrip("/")) + "/metrics"
 
 
+def artifacts_dir(repo_root: Path, value: str) -> Path:
+    """The one rule for ``llmrig_artifacts_dir``, used by the engine role (through the filter
+    plugin) and by bench: an absolute path as it is, a relative one under the repository root,
+    the directory that holds ``group_vars/`` (and ``ansible.cfg``), never under the inventory."""
+    if not value or "{{" in value:
+        raise ConfigError(f"llmrig_artifacts_dir: {value!r} must be a literal path (bench reads it too)")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else repo_root / path
+
+
 def find_deployment(explicit: Path | None, config_dir: Path | None) -> Path | None:
-    """``explicit``, or the single artifacts/*/deployment.json next to group_vars; None if none."""
+    """``explicit``, or the single deployment.json under ``llmrig_artifacts_dir``/*/ (read from
+    ``config_dir``, group_vars/all); None if none."""
     if explicit is not None:
         if not explicit.is_file():
             raise ConfigError(f"--deployment: {explicit} does not exist")
         return explicit
     if config_dir is None:
         return None
-    found = sorted((config_dir.parent.parent / "artifacts").glob("*/deployment.json"))
+    value = str(_group_vars(config_dir).get("llmrig_artifacts_dir") or "artifacts")
+    found = sorted(artifacts_dir(config_dir.parent.parent, value).glob("*/deployment.json"))
     if len(found) > 1:
         names = ", ".join(str(path.parent.name) for path in found)
         raise ConfigError(f"--deployment: several hosts have a deployment.json ({names}); name one")

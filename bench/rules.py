@@ -243,22 +243,29 @@ def rule_context(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
     return problems
 
 
+def disk_problem(disk: Mapping[str, Any], weights_gb: float, headroom_gib: int, name: str) -> Problem | None:
+    """The one disk rule, for preflight and for the vllm role just before a download: the
+    models directory's free bytes plus the bytes already in it (``used_bytes``, so a resumed
+    partial download counts) must hold the weights plus ``headroom_gib``. None when they do."""
+    free, used = disk.get("free_bytes"), disk.get("used_bytes") or 0
+    if not isinstance(free, int):
+        return Problem("llmrig_models_dir", "free space could not be measured", "warning")
+    need = int(weights_gb * 1e9) + headroom_gib * GIB
+    if free + int(used) >= need:
+        return None
+    return Problem(
+        "llmrig_models_dir",
+        f"{disk.get('path')} has {free / GIB:.1f} GiB free and {int(used) / GIB:.1f} GiB already there, but "
+        f"{name} needs {need / GIB:.1f} GiB (weights plus llmrig_disk_headroom_gib); point llmrig_models_dir "
+        "at a larger disk",
+    )
+
+
 def rule_disk(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """The models directory has room for the weights (what is already there counts)."""
-    disk = host.get("disk") or {}
-    free, used = disk.get("free_bytes"), disk.get("used_bytes", 0)
-    if not isinstance(free, int):
-        return [Problem("llmrig_models_dir", "free space could not be measured", "warning")]
     headroom = as_int(knobs, "llmrig_disk_headroom_gib") or 0
-    need = int(preset.weights_gb * 1e9) + headroom * GIB
-    if free + int(used or 0) < need:
-        return _err(
-            "llmrig_models_dir",
-            f"{disk.get('path')} has {free / GIB:.1f} GiB free but {preset.name} needs "
-            f"{need / GIB:.1f} GiB (weights plus llmrig_disk_headroom_gib); point llmrig_models_dir at "
-            "a larger disk",
-        )
-    return []
+    problem = disk_problem(host.get("disk") or {}, preset.weights_gb, headroom, preset.name)
+    return [problem] if problem else []
 
 
 def rule_ports(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
@@ -397,12 +404,27 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
     return problems
 
 
+# Engine flags that take a secret: on a command line it shows in ps, the journal and deployment.json.
+SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
+
+
 def rule_secrets(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """A supplied API key is long enough to mean something (empty = generated on the host)."""
+    """A supplied API key is long enough to mean something (empty = generated on the host), and
+    no secret rides on an engine's command line through the extra-argument knobs."""
+    problems: list[Problem] = []
     key = knobs.get("llmrig_api_key") or ""
     if key and (len(str(key)) < 16 or re.search(r"\s", str(key))):
-        return _err("llmrig_api_key", "must be at least 16 characters without spaces, or empty to generate one")
-    return []
+        problems += _err("llmrig_api_key", "must be at least 16 characters without spaces, or empty to generate one")
+    for knob in ("vllm_extra_args", "llamacpp_extra_args"):
+        for arg in knobs.get(knob) or []:
+            flag = str(arg).split("=", 1)[0]
+            if flag in SECRET_FLAGS:
+                problems += _err(
+                    knob,
+                    f"{flag} would put a secret on the command line (ps, the journal, deployment.json); "
+                    "set llmrig_api_key / llmrig_hf_token instead, which reach the engine from 0600 files",
+                )
+    return problems
 
 
 def rule_host_os(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:

@@ -18,6 +18,9 @@ from typing import Any
 from bench.errors import ConfigError
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# An environment variable whose name contains one of these words is taken for a credential:
+# deployment.json (mode 0644, fetched to the controller) records its name, never its value.
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 def _compact_json(value: Any) -> str:
@@ -144,6 +147,14 @@ def service_env(
             raise ConfigError(f"vllm_extra_env: {name!r} is not a valid environment variable name")
         env[str(name)] = str(value)
     return env
+
+
+def public_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """What deployment.json records of the unit's environment: ``env``, the values of the
+    variables that are not credentials, and ``secret_names``, the names only of those that look
+    like one (:data:`SECRET_NAME`). ``VLLM_ARGS`` is left out: deployment.json has the args."""
+    shown = {name: value for name, value in env.items() if name != "VLLM_ARGS" and not SECRET_NAME.search(name)}
+    return {"env": shown, "secret_names": sorted(name for name in env if SECRET_NAME.search(name))}
 
 
 def env_file(env: Mapping[str, str]) -> str:

@@ -127,3 +127,15 @@ def test_supplied_api_key_never_appears_in_output(tmp_path: Path) -> None:
     assert run.returncode != 0
     assert "llmrig_api_key:" in run.failed_tasks[0][2]
     assert secret not in run.output
+
+
+def test_no_secret_appears_in_a_passing_run_at_vvv(tmp_path: Path) -> None:
+    """The three secrets pass through every preflight knob check; none is printed, even with -vvv."""
+    secrets = {
+        "llmrig_api_key": "pfApiKey3Hw8Zr5Tq1",
+        "llmrig_hf_token": "hf_pfToken6Km2Yd9Xa",
+        "open_webui_secret_key": "pfWebuiSecret4Gv7Ls",
+    }
+    run = run_playbook(PREFLIGHT, secrets, host="cpu", check=False, flags=("-vvv",), tmp_path=tmp_path)
+    assert run.returncode == 0, run.failed_tasks
+    assert [name for name, value in secrets.items() if value in run.output] == []

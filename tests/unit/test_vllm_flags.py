@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bench.errors import ConfigError
-from bench.vllm_flags import env_file, serve_args, service_env
+from bench.vllm_flags import env_file, public_env, serve_args, service_env
 
 MODEL = "/srv/llmrig/models/hf/org--model/abc"
 
@@ -144,3 +144,26 @@ def test_env_file_refuses_line_breaks() -> None:
     """A line break would end the assignment early; the variable is named."""
     with pytest.raises(ConfigError, match=r"^VLLM_API_KEY: "):
         env_file({"VLLM_API_KEY": "abc\ndef"})
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["VLLM_API_KEY", "HF_TOKEN", "my_secret", "DB_PASSWORD", "SMTP_PASS", "AWS_CREDENTIALS", "Proxy_Auth", "apikey"],
+)
+def test_public_env_keeps_only_the_name_of_a_credential(name: str) -> None:
+    recorded = public_env({name: "hunter2", "VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_ARGS": "--port 8000"})
+    assert recorded == {"env": {"VLLM_CPU_KVCACHE_SPACE": "4"}, "secret_names": [name]}
+    assert "hunter2" not in repr(recorded)
+
+
+def test_public_env_of_the_rendered_unit_environment(rendered_cpu: dict[str, Any]) -> None:
+    """The environment the role renders: every value but the key's, and no command line."""
+    knobs = {**rendered_cpu["knobs"], "vllm_extra_env": {"OMP_NUM_THREADS": "4", "HF_TOKEN": "hf_x"}}
+    env = service_env(knobs, device="cpu", args=["--port", "8000"], cache_dir="/c", api_key="k3y")
+    recorded = public_env(env)
+    assert recorded["secret_names"] == ["HF_TOKEN", "VLLM_API_KEY"]
+    assert recorded["env"]["OMP_NUM_THREADS"] == "4"
+    assert recorded["env"]["HF_HUB_OFFLINE"] == "1"
+    assert "VLLM_ARGS" not in recorded["env"]
+    assert "k3y" not in repr(recorded)
+    assert "hf_x" not in repr(recorded)

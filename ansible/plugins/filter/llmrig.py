@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench import startup, validation, vllm_flags
+    from bench import config, rules, startup, validation, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench import startup, validation, vllm_flags
+    from bench import config, rules, startup, validation, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -42,6 +42,17 @@ def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[
     }
 
 
+def llmrig_artifacts_path(value: str, repo_root: str) -> str:
+    """Where ``llmrig_artifacts_dir`` lies on the controller (bench.config.artifacts_dir)."""
+    return str(config.artifacts_dir(Path(repo_root), value))
+
+
+def llmrig_disk_errors(disk: dict[str, Any], weights_gb: float, headroom_gib: int, name: str) -> list[str]:
+    """Preflight's disk rule (bench.rules.disk_problem) for the roles: rendered errors, [] when it fits."""
+    problem = rules.disk_problem(disk, float(weights_gb), int(headroom_gib), name)
+    return [problem.render()] if problem and problem.severity == "error" else []
+
+
 def llmrig_vllm_args(knobs: dict[str, Any], device: str, model_path: str, chat_template_path: str) -> list[str]:
     """The ``vllm serve`` argument list for the resolved knobs (see bench.vllm_flags)."""
     return vllm_flags.serve_args(knobs, device=device, model_path=model_path, chat_template_path=chat_template_path)
@@ -52,6 +63,11 @@ def llmrig_vllm_env(
 ) -> dict[str, str]:
     """The vLLM unit's environment (see bench.vllm_flags.service_env)."""
     return vllm_flags.service_env(knobs, device=device, args=args, cache_dir=cache_dir, api_key=api_key)
+
+
+def llmrig_public_env(env: dict[str, str]) -> dict[str, Any]:
+    """The non-secret part of a service environment, for deployment.json (see bench.vllm_flags.public_env)."""
+    return vllm_flags.public_env(env)
 
 
 def llmrig_env_file(env: dict[str, str]) -> str:
@@ -70,9 +86,12 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "llmrig_resolve": llmrig_resolve,
+            "llmrig_artifacts_path": llmrig_artifacts_path,
             "llmrig_check": llmrig_check,
+            "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_vllm_args": llmrig_vllm_args,
             "llmrig_vllm_env": llmrig_vllm_env,
             "llmrig_env_file": llmrig_env_file,
+            "llmrig_public_env": llmrig_public_env,
             "llmrig_vllm_startup_facts": llmrig_vllm_startup_facts,
         }
