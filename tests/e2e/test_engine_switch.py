@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -332,6 +333,13 @@ def test_switch_to_llamacpp(box: Box) -> None:
     assert status == 401
 
 
+# What the watchdog's probe says of a server killed under it (roles/watchdog/files/llmrig-watchdog).
+_KILLED_SOCKET = re.compile(
+    r"connection refused"
+    r"|no answer \((\[Errno 104\] Connection reset by peer|Remote end closed connection without response)\)"
+)
+
+
 def test_watchdog_restarts_a_killed_engine(box: Box) -> None:
     since = box.now()
     before = box.unit("llamacpp.service")
@@ -345,7 +353,12 @@ def test_watchdog_restarts_a_killed_engine(box: Box) -> None:
 
     _wait_for(restarted_and_healthy, budget, "the watchdog's restart of llamacpp.service")
     log = box.journal("llmrig-watchdog.service", since)
-    assert "health check failed (1/2): unit failed (Result=signal)" in log, log
+    # The first check after the kill sees what the kill left: usually the failed unit, but a probe
+    # that lands before systemd has reaped the process sees the socket die instead. Either is the
+    # kill; nothing else may be counted.
+    first = re.findall(r"health check failed \(1/2\): (.*)", log)
+    assert first, log
+    assert first[0] == "unit failed (Result=signal)" or _KILLED_SOCKET.fullmatch(first[0]), log
     assert "restarting llamacpp.service after 2 failed health checks" in log, log
 
 
