@@ -37,6 +37,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
     assert names == str(
         sorted(
             [
+                "llmrig_artifacts_path",
                 "llmrig_check",
                 "llmrig_disk_errors",
                 "llmrig_env_file",
