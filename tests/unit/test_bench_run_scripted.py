@@ -376,11 +376,12 @@ def test_cli_reads_endpoint_key_model_and_tag_from_the_fetched_deployment(script
     assert KEY not in path.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("scripted", [{"ttft_ms": 20.0, "itl_ms": 2.0}], indirect=True)
-def test_rate_workload_is_open_loop_with_scheduled_sends(scripted: Scripted, tmp_path: Path) -> None:
-    """Poisson arrivals: every request keeps its schedule, queue time is reported, one level per rate."""
-    options = RunOptions("rate", (1,), 12, 64, 8, tmp_path / "results", rates=(20.0, 40.0))
-    document, _ = asyncio.run(execute(_target(scripted), options))
+@pytest.mark.parametrize("isolated", [{"ttft_ms": 20.0, "itl_ms": 2.0}], indirect=True)
+def test_rate_workload_is_open_loop_with_scheduled_sends(isolated: Scripted, tmp_path: Path) -> None:
+    """Poisson arrivals: every request keeps its schedule, queue time is reported, one level per rate.
+    Queue time is a live measurement, so server and bench run pinned, as the ground-truth checks do."""
+    shape = ["--requests", "12", "--input-tokens", "64", "--output-tokens", "8", "--rate", "20", "40"]
+    document = _bench_isolated(isolated, tmp_path, "rate", *shape)
     assert [level["rate_per_s"] for level in document["levels"]] == [20.0, 40.0]
     for level in document["levels"]:
         assert level["requests"]["successful"] == 12
