@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import run_playbook
+from tests.helpers import playbook_dump
 
 
 def _rendered(host: str, tmp_path: Path) -> dict[str, Any]:
-    dump = tmp_path / "knobs.json"
-    run = run_playbook(
-        "tests/ansible/dump_knobs.yml", {"knobs_dump": str(dump)}, host=host, check=False, tmp_path=tmp_path
-    )
-    assert run.returncode == 0, run.output
-    data: dict[str, Any] = json.loads(dump.read_text(encoding="utf-8"))
-    return data
+    return playbook_dump("tests/ansible/dump_knobs.yml", "knobs_dump", {}, host=host, tmp_path=tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -103,6 +103,18 @@ def run_playbook(
     return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed, changed)
 
 
+def playbook_dump(
+    playbook: str, dump_var: str, extra_vars: dict[str, Any], *, tmp_path: Path, **options: Any
+) -> dict[str, Any]:
+    """Run a test playbook (not in check mode) that writes a JSON file to the path in ``dump_var``;
+    fail with the playbook's output if it fails, else return what it wrote."""
+    dump = tmp_path / f"{dump_var}.json"
+    run = run_playbook(playbook, {dump_var: str(dump), **extra_vars}, check=False, tmp_path=tmp_path, **options)
+    assert run.returncode == 0, run.failed_tasks or run.output[-2000:]
+    data: dict[str, Any] = json.loads(dump.read_text(encoding="utf-8"))
+    return data
+
+
 def group_vars() -> dict[str, dict[str, Any]]:
     """Every group_vars/all file, parsed, by file stem."""
     return {path.stem: yaml.safe_load(path.read_text(encoding="utf-8")) for path in sorted(GROUP_VARS.glob("*.yml"))}

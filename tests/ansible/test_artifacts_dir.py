@@ -3,7 +3,6 @@ bench.config.artifacts_dir, relative to the repository root, wherever the invent
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import pytest
 import yaml
 
 from bench.config import artifacts_dir, find_deployment
-from tests.helpers import GROUP_VARS, REPO, group_vars, run_playbook
+from tests.helpers import GROUP_VARS, REPO, group_vars, playbook_dump
 
 
 def _inventory_outside(tmp_path: Path) -> Path:
@@ -25,16 +24,14 @@ def _inventory_outside(tmp_path: Path) -> Path:
 
 
 def _ansible_dir(tmp_path: Path, extra: dict[str, Any]) -> Path:
-    dump = tmp_path / "artifacts.json"
-    run = run_playbook(
+    dumped = playbook_dump(
         "tests/ansible/artifacts_dir.yml",
-        {"artifacts_dump": str(dump), **extra},
-        check=False,
+        "artifacts_dump",
+        extra,
         tmp_path=tmp_path,
         inventory=_inventory_outside(tmp_path),
     )
-    assert run.returncode == 0, run.failed_tasks or run.output[-2000:]
-    return Path(json.loads(dump.read_text(encoding="utf-8"))["dir"])
+    return Path(dumped["dir"])
 
 
 @pytest.mark.parametrize("value", [None, "out/artifacts", "/var/tmp/llmrig-artifacts"])

