@@ -17,9 +17,9 @@ import pytest
 
 from bench import cli
 from bench.errors import ConfigError
-from bench.plan import GIB, Plan, PlanError, Setup, plan
-from bench.plan_inputs import architecture_from_config, parse_size, setup_from_deployment, setup_from_knobs
-from bench.presets import Preset, load_presets
+from bench.rig.plan import GIB, Plan, PlanError, Setup, plan
+from bench.rig.plan_inputs import architecture_from_config, parse_size, setup_from_deployment, setup_from_knobs
+from bench.rig.presets import Preset, load_presets
 from tests.helpers import REPO
 
 PRESETS: dict[str, Preset] = load_presets(REPO / "group_vars" / "all" / "models.yml")

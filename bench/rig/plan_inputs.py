@@ -1,5 +1,5 @@
 """Where the planner's inputs come from: the knobs (group_vars or preflight), a deployment.json,
-or a Hugging Face config.json. One :class:`~bench.plan.Setup` per source, no arithmetic here."""
+or a Hugging Face config.json. One :class:`~bench.rig.plan.Setup` per source, no arithmetic here."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.plan import PlanError, Setup
-from bench.presets import Architecture, LinearAttention
+from bench.rig.plan import PlanError, Setup
+from bench.rig.presets import Architecture, LinearAttention
 
 # What the vllm role renders for the knobs whose group_vars default is a Jinja expression of the
 # device (group_vars/all/vllm.yml says the same in its comments).

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import PresetError
-from bench.presets import Preset, parse_preset
-from bench.rules import RULES, Problem, gpus
+from bench.rig.presets import Preset, parse_preset
+from bench.rig.rules import RULES, Problem, gpus
 
 ENGINES = ("vllm", "ollama", "llamacpp")
 DEVICES = ("auto", "cuda", "cpu")

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.errors import ConfigError
-from bench.presets import Architecture
+from bench.rig.presets import Architecture
 
 GIB = 1024**3
 MIB = 1024**2

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bench.plan import PlanError, plan
-from bench.plan_inputs import setup_from_knobs
-from bench.presets import Preset
+from bench.rig.plan import PlanError, plan
+from bench.rig.plan_inputs import setup_from_knobs
+from bench.rig.presets import Preset
 
 GIB = 1024**3
 
@@ -466,7 +466,7 @@ def _plannable(knobs: Knobs, host: Host, device: str, preset: Preset) -> bool:
 
 
 def rule_kv_plan(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """The KV planner (bench/plan.py): one sequence of vllm_max_model_len must fit, max_num_seqs should."""
+    """The KV planner (bench/rig/plan.py): one sequence of vllm_max_model_len must fit, max_num_seqs should."""
     if not serves_vllm(knobs) or not _plannable(knobs, host, device, preset):
         return []
     found = gpus(host) if device == "cuda" else []

@@ -1,7 +1,7 @@
 """``bench run``: resolve the target, calibrate prompt lengths, run the workload's levels, and
 write one result file. Plain functions; the CLI parses flags into :class:`RunOptions`.
 
-Workloads: see :mod:`bench.options`. A run that stops early (Ctrl-C, the server lost, a wrong key
+Workloads: see :mod:`bench.measure.options`. A run that stops early (Ctrl-C, the server lost, a wrong key
 after calibration) keeps what was measured: the file is written with ``"partial": true`` and
 ``stopped_because``, and the error that stopped it is raised as it was. A run in which no request
 succeeded writes nothing.
@@ -18,15 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, metrics, ollama, results
-from bench.client import ChatClient, Endpoint
-from bench.config import Target
+from bench import __version__
 from bench.errors import BenchError, ConfigError, EndpointError, EndpointModelError
-from bench.gpu import GpuSampler
-from bench.metrics import RequestRecord
-from bench.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
-from bench.runner import AgentSpec, LevelRun, LevelSpec, calibrate, run_agent, run_level
-from bench.workloads import Calibration, PromptFactory, new_salt
+from bench.measure import metrics, ollama, results
+from bench.measure.client import ChatClient, Endpoint
+from bench.measure.config import Target
+from bench.measure.gpu import GpuSampler
+from bench.measure.metrics import RequestRecord
+from bench.measure.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
+from bench.measure.runner import AgentSpec, LevelRun, LevelSpec, calibrate, run_agent, run_level
+from bench.measure.workloads import Calibration, PromptFactory, new_salt
 
 __all__ = ["DEFAULT_CONTEXTS", "WORKLOADS", "Progress", "RunOptions", "execute", "run"]
 
