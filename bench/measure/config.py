@@ -27,10 +27,8 @@ from typing import Any
 import yaml
 
 from bench.errors import ConfigError
-from bench.rig import artifacts_dir
+from bench.rig import DEFAULT_ENGINE, ENGINES_BY_NAME, artifacts_dir
 
-ENGINE_PORTS = {"vllm": ("vllm_host", "vllm_port"), "ollama": ("ollama_host", "ollama_port")}
-ENGINE_PORTS["llamacpp"] = ("llamacpp_host", "llamacpp_port")
 TAG = re.compile(r"^[A-Za-z0-9._+-]{1,100}$")
 
 
@@ -106,9 +104,10 @@ def resolve(
                 return value
         return None
 
-    engine = str((deployment or {}).get("engine") or knobs.get("inference_engine") or "vllm")
+    engine = str((deployment or {}).get("engine") or knobs.get("inference_engine") or DEFAULT_ENGINE.name)
     explicit_url = bool(flags.get("base_url") or env.get("BENCH_BASE_URL"))
-    host_knob, port_knob = ENGINE_PORTS.get(engine, ENGINE_PORTS["vllm"])
+    spec = ENGINES_BY_NAME.get(engine, DEFAULT_ENGINE)
+    host_knob, port_knob = spec.host_knob, spec.port_knob
     host = knobs.get(host_knob)
     default_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{knobs[port_knob]}/v1" if host else None
     where = str(deployment_path) if deployment_path else ""

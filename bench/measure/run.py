@@ -20,7 +20,7 @@ from typing import Any
 
 from bench import __version__
 from bench.errors import BenchError, ConfigError, EndpointError, EndpointModelError
-from bench.measure import metrics, ollama, results
+from bench.measure import metrics, ollama, results, server
 from bench.measure.client import ChatClient, Endpoint
 from bench.measure.config import Target
 from bench.measure.gpu import GpuSampler
@@ -28,6 +28,7 @@ from bench.measure.metrics import RequestRecord
 from bench.measure.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
 from bench.measure.runner import AgentSpec, LevelRun, LevelSpec, calibrate, run_agent, run_level
 from bench.measure.workloads import Calibration, PromptFactory, new_salt
+from bench.rig import ENGINES
 
 __all__ = ["DEFAULT_CONTEXTS", "WORKLOADS", "Progress", "RunOptions", "execute", "run"]
 
@@ -241,13 +242,14 @@ def _gpu_report(sampler: GpuSampler, document: dict[str, Any], options: RunOptio
 
 
 def _engine_from_metrics(levels: list[LevelRun]) -> str | None:
-    """vllm or llamacpp, from the series the server's /metrics exposed; None when it has none."""
+    """The engine whose metrics family (its prefix in the engine table) the server's /metrics
+    exposed, vllm or llamacpp; None when it has none."""
     for level in levels:
         counters = level.server.get("counters", {})
-        if counters.get("requests_succeeded") is not None:
-            return "vllm"
-        if counters.get("llamacpp_tokens_predicted") is not None:
-            return "llamacpp"
+        families = [server.COUNTERS.get(name, "") for name, value in counters.items() if value is not None]
+        for engine in ENGINES:
+            if engine.metrics_prefix and any(family.startswith(engine.metrics_prefix) for family in families):
+                return engine.name
     return None
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench.rig.engines import ENGINES
 from bench.rig.plan import PlanError, plan
 from bench.rig.plan_inputs import setup_from_knobs
 from bench.rig.presets import Preset
@@ -58,8 +59,9 @@ QUANTIZATIONS = {
 }
 FP8_KV_MIN_CC = (8, 9)
 CPU_KV_DTYPES = ("auto", "bfloat16", "float16")
-PORT_KNOBS = ("vllm_port", "ollama_port", "llamacpp_port", "open_webui_port")
-HOST_KNOBS = ("vllm_host", "ollama_host", "llamacpp_host", "open_webui_host")
+# Every service that listens: the engines of the table, then Open WebUI.
+PORT_KNOBS = (*(engine.port_knob for engine in ENGINES), "open_webui_port")
+HOST_KNOBS = (*(engine.host_knob for engine in ENGINES), "open_webui_host")
 SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?[KMGTkmgt]?$")
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench.rig import artifacts, rules, startup, validation, vllm_flags
+    from bench.rig import artifacts, engines, rules, startup, validation, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench.rig import artifacts, rules, startup, validation, vllm_flags
+    from bench.rig import artifacts, engines, rules, startup, validation, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -45,6 +45,12 @@ def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[
 def llmrig_artifacts_path(value: str, repo_root: str) -> str:
     """Where ``llmrig_artifacts_dir`` lies on the controller (bench.rig.artifacts.artifacts_dir)."""
     return str(artifacts.artifacts_dir(Path(repo_root), value))
+
+
+def llmrig_engine_units(scope: str) -> dict[str, str]:
+    """Engine name to systemd unit from bench's engine table (bench.rig.engines): ``'all' |
+    llmrig_engine_units`` for every engine, an engine's name for that one alone."""
+    return engines.engine_units(str(scope))
 
 
 def llmrig_disk_errors(disk: dict[str, Any], weights_gb: float, headroom_gib: int, name: str) -> list[str]:
@@ -89,6 +95,7 @@ class FilterModule:
             "llmrig_artifacts_path": llmrig_artifacts_path,
             "llmrig_check": llmrig_check,
             "llmrig_disk_errors": llmrig_disk_errors,
+            "llmrig_engine_units": llmrig_engine_units,
             "llmrig_vllm_args": llmrig_vllm_args,
             "llmrig_vllm_env": llmrig_vllm_env,
             "llmrig_env_file": llmrig_env_file,
