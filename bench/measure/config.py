@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from bench.errors import ConfigError
-from bench.rig import DEFAULT_ENGINE, ENGINES_BY_NAME, artifacts_dir
+from bench.rig import DEFAULT_ENGINE, ENGINES_BY_NAME, artifacts_dir, dial_host
 
 TAG = re.compile(r"^[A-Za-z0-9._+-]{1,100}$")
 
@@ -109,7 +109,7 @@ def resolve(
     spec = ENGINES_BY_NAME.get(engine, DEFAULT_ENGINE)
     host_knob, port_knob = spec.host_knob, spec.port_knob
     host = knobs.get(host_knob)
-    default_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{knobs[port_knob]}/v1" if host else None
+    default_url = f"http://{dial_host(str(host))}:{knobs[port_knob]}/v1" if host else None
     where = str(deployment_path) if deployment_path else ""
     base_url = pick(
         "base_url",

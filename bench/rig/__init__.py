@@ -4,7 +4,8 @@ Model presets (:mod:`~bench.rig.presets`), the cross-field rules and their two p
 (:mod:`~bench.rig.rules`, :mod:`~bench.rig.validation`), the ``vllm serve`` command line
 (:mod:`~bench.rig.vllm_flags`), vLLM's start-up facts (:mod:`~bench.rig.startup`), the KV
 planner (:mod:`~bench.rig.plan`, :mod:`~bench.rig.plan_inputs`), the artifacts rule
-(:mod:`~bench.rig.artifacts`) and the engine table (:mod:`~bench.rig.engines`). The filter
+(:mod:`~bench.rig.artifacts`), the engine table (:mod:`~bench.rig.engines`) and the parsers of
+knob values (:mod:`~bench.rig.values`). The filter
 plugin in ``ansible/plugins/filter`` imports these modules on the controller, so importing any
 of them stays cheap: the standard library and PyYAML (which Ansible itself needs), nothing of
 the measuring harness or the CLI.
@@ -17,5 +18,6 @@ harness and the CLI all raise and map the same classes, and it imports nothing.
 
 from bench.rig.artifacts import artifacts_dir
 from bench.rig.engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, ENGINES_BY_NAME, Engine
+from bench.rig.values import dial_host
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "ENGINES_BY_NAME", "ENGINE_NAMES", "Engine", "artifacts_dir"]
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "ENGINES_BY_NAME", "ENGINE_NAMES", "Engine", "artifacts_dir", "dial_host"]

@@ -18,6 +18,7 @@ from bench.rig.engines import ENGINES
 from bench.rig.plan import PlanError, plan
 from bench.rig.plan_inputs import setup_from_knobs
 from bench.rig.presets import Preset
+from bench.rig.values import truthy
 
 GIB = 1024**3
 
@@ -84,10 +85,7 @@ def as_int(knobs: Knobs, name: str) -> int | None:
 
 def as_bool(knobs: Knobs, name: str) -> bool:
     """``knobs[name]`` as a bool, accepting the strings Ansible accepts."""
-    value = knobs.get(name)
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
-    return bool(value)
+    return truthy(knobs.get(name))
 
 
 def as_str(knobs: Knobs, name: str) -> str:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench.rig import artifacts, engines, rules, startup, validation, vllm_flags
+    from bench.rig import artifacts, engines, rules, startup, validation, values, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench.rig import artifacts, engines, rules, startup, validation, vllm_flags
+    from bench.rig import artifacts, engines, rules, startup, validation, values, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +51,12 @@ def llmrig_engine_units(scope: str) -> dict[str, str]:
     """Engine name to systemd unit from bench's engine table (bench.rig.engines): ``'all' |
     llmrig_engine_units`` for every engine, an engine's name for that one alone."""
     return engines.engine_units(str(scope))
+
+
+def llmrig_dial_host(address: str, instead: str = "127.0.0.1") -> str:
+    """The address to dial for a server bound to ``address``: ``instead`` (loopback by default)
+    for 0.0.0.0 and ::, else ``address`` (bench.rig.values.dial_host, as bench resolves it)."""
+    return values.dial_host(str(address), str(instead))
 
 
 def llmrig_disk_errors(disk: dict[str, Any], weights_gb: float, headroom_gib: int, name: str) -> list[str]:
@@ -94,6 +100,7 @@ class FilterModule:
             "llmrig_resolve": llmrig_resolve,
             "llmrig_artifacts_path": llmrig_artifacts_path,
             "llmrig_check": llmrig_check,
+            "llmrig_dial_host": llmrig_dial_host,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_engine_units": llmrig_engine_units,
             "llmrig_vllm_args": llmrig_vllm_args,
