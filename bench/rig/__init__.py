@@ -1,14 +1,14 @@
 """The rig core: what the Ansible side and ``bench`` agree on about a configuration.
 
 Model presets (:mod:`~bench.rig.presets`), the cross-field rules and their two phases
-(:mod:`~bench.rig.rules`, :mod:`~bench.rig.validation`), the ``vllm serve`` command line
+(:mod:`~bench.rig.rules`, :mod:`~bench.rig.validation`) with the one finding type of the rules
+and the planner (:mod:`~bench.rig.problems`), the ``vllm serve`` command line
 (:mod:`~bench.rig.vllm_flags`), vLLM's start-up facts (:mod:`~bench.rig.startup`), the KV
 planner (:mod:`~bench.rig.plan`, :mod:`~bench.rig.plan_inputs`), the artifacts rule
 (:mod:`~bench.rig.artifacts`), the engine table (:mod:`~bench.rig.engines`) and the parsers of
-knob values (:mod:`~bench.rig.values`). The filter
-plugin in ``ansible/plugins/filter`` imports these modules on the controller, so importing any
-of them stays cheap: the standard library and PyYAML (which Ansible itself needs), nothing of
-the measuring harness or the CLI.
+knob values (:mod:`~bench.rig.values`). The filter plugin in ``ansible/plugins/filter``
+imports these modules on the controller, so importing any of them stays cheap: the standard
+library and PyYAML (which Ansible itself needs), nothing of the measuring harness or the CLI.
 
 The names below are the core's public face for the measuring harness (:mod:`bench.measure`),
 which imports them from ``bench.rig`` and never reaches into a module of this package. The

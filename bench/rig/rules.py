@@ -11,29 +11,16 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from bench.rig.engines import ENGINES
 from bench.rig.plan import PlanError, plan
 from bench.rig.plan_inputs import setup_from_knobs
 from bench.rig.presets import Preset
+from bench.rig.problems import Problem
 from bench.rig.values import truthy
 
 GIB = 1024**3
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One finding: ``variable`` is what to change, ``severity`` error, warning or info (a fact to show)."""
-
-    variable: str
-    message: str
-    severity: str = "error"
-
-    def render(self) -> str:
-        """One line, variable first, as the preflight role prints it."""
-        return f"{self.variable}: {self.message}"
 
 
 Knobs = Mapping[str, Any]
@@ -485,7 +472,7 @@ def rule_kv_plan(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
         f"(blocks of {result.block_size:,} tokens); `bench plan` prints the arithmetic"
     )
     findings = [Problem("vllm_max_model_len", summary, "info")]
-    return findings + [Problem(finding.variable, finding.message, finding.severity) for finding in result.problems]
+    return findings + result.problems
 
 
 RULES: tuple[Rule, ...] = (

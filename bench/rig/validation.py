@@ -20,7 +20,8 @@ from typing import Any
 from bench.errors import PresetError
 from bench.rig.engines import ENGINE_NAMES
 from bench.rig.presets import Preset, parse_preset
-from bench.rig.rules import RULES, Problem, gpus
+from bench.rig.problems import Problem
+from bench.rig.rules import RULES, gpus
 
 DEVICES = ("auto", "cuda", "cpu")
 
