@@ -1,8 +1,11 @@
-"""llmrig's bench package: configuration rules, model presets, the KV planner and the benchmark harness.
+"""llmrig's bench package: the rig core, the measuring harness, and the command line over both.
 
-Importing ``bench.validation`` must stay cheap (standard library and PyYAML, which Ansible
-itself needs): the Ansible plugins under ``ansible/plugins`` import it on the controller to
-share one implementation of the rules.
+- :mod:`bench.rig`: configuration rules, model presets, vLLM flags, start-up facts and the KV
+  planner; the Ansible plugins under ``ansible/plugins`` import it on the controller, so
+  importing it must stay cheap (standard library and PyYAML, which Ansible itself needs).
+- :mod:`bench.measure`: the harness behind ``bench run``.
+- :mod:`bench.cli`: the ``bench`` command (``python -m bench`` runs it too).
+- :mod:`bench.errors`: the one exception tree, shared by all three, so it sits here at the top.
 """
 
 __version__ = "0.1.0"

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench import results
+from bench.measure import results
 
 REPO = Path(__file__).resolve().parents[1]
 RIG = REPO / "build" / "testrig"

@@ -1,5 +1,5 @@
 """The controller's artifacts directory: Ansible (the engine role) and bench apply one rule,
-bench.config.artifacts_dir, relative to the repository root, wherever the inventory lives."""
+bench.rig.artifacts_dir, relative to the repository root, wherever the inventory lives."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.config import artifacts_dir, find_deployment
+from bench.measure.config import find_deployment
+from bench.rig import artifacts_dir
 from tests.helpers import GROUP_VARS, REPO, group_vars, playbook_dump
 
 

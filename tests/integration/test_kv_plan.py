@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from bench import cli
-from bench.plan import Setup, plan
-from bench.presets import load_presets
-from bench.startup import parse_vllm_log
+from bench.rig.plan import Setup, plan
+from bench.rig.presets import load_presets
+from bench.rig.startup import parse_vllm_log
 from tests.helpers import REPO
 from tests.integration.test_real_engines import Server, start_vllm
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import results
 from bench.cli import main
-from bench.config import Target
-from bench.run import Progress, RunOptions, execute
+from bench.measure import results
+from bench.measure.config import Target
+from bench.measure.run import Progress, RunOptions, execute
 from tests.scripted import FAST, KEY, read_table, result_files, run_args, scripted
 
 

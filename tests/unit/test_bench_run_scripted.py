@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 
-from bench import metrics, results
 from bench.cli import main
-from bench.config import Target
 from bench.errors import EndpointAuthError, EndpointError, EndpointModelError, EndpointUnreachable
-from bench.metrics import Event, RequestRecord
-from bench.run import Progress, RunOptions, execute
-from bench.workloads import Calibration, PromptFactory
+from bench.measure import metrics, results
+from bench.measure.config import Target
+from bench.measure.metrics import Event, RequestRecord
+from bench.measure.run import Progress, RunOptions, execute
+from bench.measure.workloads import Calibration, PromptFactory
 from tests.helpers import GROUP_VARS, REPO
 from tests.scripted import KEY, Scripted
 

@@ -2,7 +2,7 @@
 
 Real: build_release.py's archive bytes, the ``tar`` and ``zstd`` commands, the extracted script
 run as its own process, HTTP over loopback, the ``openai`` client and bench's own Ollama
-cross-check (bench.ollama). Fake: the Ollama server itself, tests/fakes/ollama/ollama, a protocol
+cross-check (bench.measure.ollama). Fake: the Ollama server itself, tests/fakes/ollama/ollama, a protocol
 fake; the real binary is verified on the GPU box by playbooks/verify.yml.
 """
 
@@ -25,7 +25,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from bench import ollama
+from bench.measure import ollama
 from tests.helpers import FAKES
 
 BUILDER = FAKES / "ollama" / "build_release.py"
@@ -285,7 +285,7 @@ def test_sigterm_stops_serve_with_exit_code_0(server: FakeOllama) -> None:
 
 
 async def _bench_cross_check(url: str) -> tuple[bool, bool, dict[str, Any] | None, list[dict[str, Any]]]:
-    """bench.ollama's calls: is_ollama on the root and on /v1, native_chat to a missing and a pulled model."""
+    """bench.measure.ollama's calls: is_ollama on the root and on /v1, native_chat to a missing and a pulled model."""
     async with httpx.AsyncClient(timeout=10.0) as http:
         root, not_root = await ollama.is_ollama(http, url), await ollama.is_ollama(http, f"{url}/v1")
         missing = await ollama.native_chat(http, url, "absent:1b", MESSAGES, 8)

@@ -39,7 +39,9 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
             [
                 "llmrig_artifacts_path",
                 "llmrig_check",
+                "llmrig_dial_host",
                 "llmrig_disk_errors",
+                "llmrig_engine_units",
                 "llmrig_env_file",
                 "llmrig_public_env",
                 "llmrig_resolve",

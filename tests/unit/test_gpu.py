@@ -1,4 +1,4 @@
-"""bench.gpu: NVML telemetry, energy, and the memory-bandwidth bound of decode.
+"""bench.measure.gpu: NVML telemetry, energy, and the memory-bandwidth bound of decode.
 
 The real nvidia-ml-py runs against this machine's missing driver (the absent path); a protocol
 fake of the pynvml module, named as such, plays two RTX 5060 Ti cards (the present path).
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from bench.gpu import GpuSampler
-from bench.report import print_summary
+from bench.measure.gpu import GpuSampler
+from bench.measure.report import print_summary
 
 
 def test_without_a_driver_the_sampler_says_so_once_and_carries_on() -> None:

@@ -1,4 +1,4 @@
-"""bench/metrics.py on recorded timestamps: every figure is worked out by hand in the comments.
+"""bench/measure/metrics.py on recorded timestamps: every figure is worked out by hand in the comments.
 
 Each record is built from integer nanosecond stamps, as the client takes them with
 perf_counter_ns; ``t(ms, us)`` is that many milliseconds (and microseconds) after the dispatch
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bench.metrics import (
+from bench.measure.metrics import (
     Event,
     RequestMetrics,
     RequestRecord,

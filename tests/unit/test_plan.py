@@ -17,9 +17,10 @@ import pytest
 
 from bench import cli
 from bench.errors import ConfigError
-from bench.plan import GIB, Plan, PlanError, Setup, plan
-from bench.plan_inputs import architecture_from_config, parse_size, setup_from_deployment, setup_from_knobs
-from bench.presets import Preset, load_presets
+from bench.rig.plan import GIB, Plan, PlanError, Setup, plan
+from bench.rig.plan_inputs import architecture_from_config, parse_size, setup_from_deployment, setup_from_knobs
+from bench.rig.presets import Preset, load_presets
+from bench.rig.problems import Problem
 from tests.helpers import REPO
 
 PRESETS: dict[str, Preset] = load_presets(REPO / "group_vars" / "all" / "models.yml")
@@ -107,6 +108,13 @@ def test_the_prior_arts_claim_four_full_262k_sequences_does_not_hold() -> None:
     (problem,) = result.problems
     assert (problem.severity, problem.variable) == ("warning", "vllm_max_num_seqs")
     assert "4 full sequences fit up to vllm_max_model_len 68,992" in problem.message
+
+
+def test_the_planner_reports_the_rules_problem_type() -> None:
+    """The planner's findings are the rules' Problem (bench.rig.problems), rendered as preflight prints them."""
+    (problem,) = _plan("qwen3.8-27b-w4a16", max_model_len=262144, max_num_seqs=4, gpu_memory_utilization=0.95).problems
+    assert type(problem) is Problem
+    assert problem.render() == f"vllm_max_num_seqs: {problem.message}"
 
 
 def test_one_sequence_that_cannot_fit_fails_and_names_the_largest_that_does() -> None:

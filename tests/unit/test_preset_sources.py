@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.plan_inputs import architecture_from_config
-from bench.presets import load_presets
+from bench.rig.plan_inputs import architecture_from_config
+from bench.rig.presets import load_presets
 from tests.helpers import GROUP_VARS, REPO
 
 MODELS = GROUP_VARS / "models.yml"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench.errors import PresetError
-from bench.presets import load_presets, parse_preset
+from bench.rig.presets import load_presets, parse_preset
 from tests.helpers import GROUP_VARS, group_vars
 
 SHIPPED = group_vars()["models"]["model_presets"]

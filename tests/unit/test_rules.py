@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bench import validation
-from bench.rules import RULES, Problem
+from bench.rig import validation
+from bench.rig.rules import RULES, Problem
 
 QWEN3_32B = {
     "model": "qwen3-32b-awq",

@@ -1,10 +1,10 @@
-"""bench.server: /metrics parsing, counter deltas, derived rates and bucketed latency percentiles."""
+"""bench.measure.server: /metrics parsing, counter deltas, derived rates and bucketed latency percentiles."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import server
+from bench.measure import server
 
 BEFORE = """\
 # HELP vllm:request_success_total Count of successfully processed requests.

@@ -1,8 +1,8 @@
-"""bench.startup: start-up facts parsed from vLLM's log, in every form vLLM has printed them."""
+"""bench.rig.startup: start-up facts parsed from vLLM's log, in every form vLLM has printed them."""
 
 from __future__ import annotations
 
-from bench.startup import parse_vllm_log
+from bench.rig.startup import parse_vllm_log
 
 PREFIX = "(EngineCore_DP0 pid=2071) INFO 11-30 04:12:09 [kv_cache_utils.py:1311] "
 API = "(APIServer pid=1980) INFO 11-30 04:10:01 [api_server.py:1900] "

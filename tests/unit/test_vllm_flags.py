@@ -1,4 +1,4 @@
-"""bench.vllm_flags: the vLLM command line and unit environment rendered from the knobs."""
+"""bench.rig.vllm_flags: the vLLM command line and unit environment rendered from the knobs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bench.errors import ConfigError
-from bench.vllm_flags import env_file, public_env, serve_args, service_env
+from bench.rig.vllm_flags import env_file, public_env, serve_args, service_env
 
 MODEL = "/srv/llmrig/models/hf/org--model/abc"
 

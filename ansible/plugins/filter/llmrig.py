@@ -1,4 +1,4 @@
-"""Ansible filters that run llmrig's configuration rules from the ``bench`` package.
+"""Ansible filters that run llmrig's configuration rules from the rig core (``bench.rig``).
 
 One implementation serves both sides: the ``preflight`` role calls these filters on the
 controller, and the tests and ``bench`` call the same functions directly. When the llmrig
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench import config, rules, startup, validation, vllm_flags
+    from bench.rig import artifacts, engines, rules, startup, validation, values, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench import config, rules, startup, validation, vllm_flags
+    from bench.rig import artifacts, engines, rules, startup, validation, values, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -43,30 +43,42 @@ def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[
 
 
 def llmrig_artifacts_path(value: str, repo_root: str) -> str:
-    """Where ``llmrig_artifacts_dir`` lies on the controller (bench.config.artifacts_dir)."""
-    return str(config.artifacts_dir(Path(repo_root), value))
+    """Where ``llmrig_artifacts_dir`` lies on the controller (bench.rig.artifacts.artifacts_dir)."""
+    return str(artifacts.artifacts_dir(Path(repo_root), value))
+
+
+def llmrig_engine_units(scope: str) -> dict[str, str]:
+    """Engine name to systemd unit from bench's engine table (bench.rig.engines): ``'all' |
+    llmrig_engine_units`` for every engine, an engine's name for that one alone."""
+    return engines.engine_units(str(scope))
+
+
+def llmrig_dial_host(address: str, instead: str = "127.0.0.1") -> str:
+    """The address to dial for a server bound to ``address``: ``instead`` (loopback by default)
+    for 0.0.0.0 and ::, else ``address`` (bench.rig.values.dial_host, as bench resolves it)."""
+    return values.dial_host(str(address), str(instead))
 
 
 def llmrig_disk_errors(disk: dict[str, Any], weights_gb: float, headroom_gib: int, name: str) -> list[str]:
-    """Preflight's disk rule (bench.rules.disk_problem) for the roles: rendered errors, [] when it fits."""
+    """Preflight's disk rule (bench.rig.rules.disk_problem) for the roles: rendered errors, [] when it fits."""
     problem = rules.disk_problem(disk, float(weights_gb), int(headroom_gib), name)
     return [problem.render()] if problem and problem.severity == "error" else []
 
 
 def llmrig_vllm_args(knobs: dict[str, Any], device: str, model_path: str, chat_template_path: str) -> list[str]:
-    """The ``vllm serve`` argument list for the resolved knobs (see bench.vllm_flags)."""
+    """The ``vllm serve`` argument list for the resolved knobs (see bench.rig.vllm_flags)."""
     return vllm_flags.serve_args(knobs, device=device, model_path=model_path, chat_template_path=chat_template_path)
 
 
 def llmrig_vllm_env(
     knobs: dict[str, Any], device: str, args: list[str], cache_dir: str, api_key: str
 ) -> dict[str, str]:
-    """The vLLM unit's environment (see bench.vllm_flags.service_env)."""
+    """The vLLM unit's environment (see bench.rig.vllm_flags.service_env)."""
     return vllm_flags.service_env(knobs, device=device, args=args, cache_dir=cache_dir, api_key=api_key)
 
 
 def llmrig_public_env(env: dict[str, str]) -> dict[str, Any]:
-    """The non-secret part of a service environment, for deployment.json (see bench.vllm_flags.public_env)."""
+    """The non-secret part of a service environment, for deployment.json (see bench.rig.vllm_flags.public_env)."""
     return vllm_flags.public_env(env)
 
 
@@ -88,7 +100,9 @@ class FilterModule:
             "llmrig_resolve": llmrig_resolve,
             "llmrig_artifacts_path": llmrig_artifacts_path,
             "llmrig_check": llmrig_check,
+            "llmrig_dial_host": llmrig_dial_host,
             "llmrig_disk_errors": llmrig_disk_errors,
+            "llmrig_engine_units": llmrig_engine_units,
             "llmrig_vllm_args": llmrig_vllm_args,
             "llmrig_vllm_env": llmrig_vllm_env,
             "llmrig_env_file": llmrig_env_file,

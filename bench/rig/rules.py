@@ -11,27 +11,16 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from bench.plan import PlanError, plan
-from bench.plan_inputs import setup_from_knobs
-from bench.presets import Preset
+from bench.rig.engines import ENGINES
+from bench.rig.plan import PlanError, plan
+from bench.rig.plan_inputs import setup_from_knobs
+from bench.rig.presets import Preset
+from bench.rig.problems import Problem
+from bench.rig.values import truthy
 
 GIB = 1024**3
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One finding: ``variable`` is what to change, ``severity`` error, warning or info (a fact to show)."""
-
-    variable: str
-    message: str
-    severity: str = "error"
-
-    def render(self) -> str:
-        """One line, variable first, as the preflight role prints it."""
-        return f"{self.variable}: {self.message}"
 
 
 Knobs = Mapping[str, Any]
@@ -58,8 +47,9 @@ QUANTIZATIONS = {
 }
 FP8_KV_MIN_CC = (8, 9)
 CPU_KV_DTYPES = ("auto", "bfloat16", "float16")
-PORT_KNOBS = ("vllm_port", "ollama_port", "llamacpp_port", "open_webui_port")
-HOST_KNOBS = ("vllm_host", "ollama_host", "llamacpp_host", "open_webui_host")
+# Every service that listens: the engines of the table, then Open WebUI.
+PORT_KNOBS = (*(engine.port_knob for engine in ENGINES), "open_webui_port")
+HOST_KNOBS = (*(engine.host_knob for engine in ENGINES), "open_webui_host")
 SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?[KMGTkmgt]?$")
 
 
@@ -82,10 +72,7 @@ def as_int(knobs: Knobs, name: str) -> int | None:
 
 def as_bool(knobs: Knobs, name: str) -> bool:
     """``knobs[name]`` as a bool, accepting the strings Ansible accepts."""
-    value = knobs.get(name)
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
-    return bool(value)
+    return truthy(knobs.get(name))
 
 
 def as_str(knobs: Knobs, name: str) -> str:
@@ -466,7 +453,7 @@ def _plannable(knobs: Knobs, host: Host, device: str, preset: Preset) -> bool:
 
 
 def rule_kv_plan(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """The KV planner (bench/plan.py): one sequence of vllm_max_model_len must fit, max_num_seqs should."""
+    """The KV planner (bench/rig/plan.py): one sequence of vllm_max_model_len must fit, max_num_seqs should."""
     if not serves_vllm(knobs) or not _plannable(knobs, host, device, preset):
         return []
     found = gpus(host) if device == "cuda" else []
@@ -485,7 +472,7 @@ def rule_kv_plan(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
         f"(blocks of {result.block_size:,} tokens); `bench plan` prints the arithmetic"
     )
     findings = [Problem("vllm_max_model_len", summary, "info")]
-    return findings + [Problem(finding.variable, finding.message, finding.severity) for finding in result.problems]
+    return findings + result.problems
 
 
 RULES: tuple[Rule, ...] = (

@@ -6,7 +6,7 @@ read share that stamp, and a split event is stamped when its last piece arrives.
 make the whole run meaningless (no connection, wrong key, unknown model) raise from the
 :mod:`bench.errors` tree; failures of a single request (a truncated or malformed stream, a 5xx,
 a context overflow, a gap past the read timeout, a request past the request timeout) are
-recorded on its :class:`~bench.metrics.RequestRecord` as an error kind.
+recorded on its :class:`~bench.measure.metrics.RequestRecord` as an error kind.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from bench.errors import EndpointAuthError, EndpointModelError, EndpointProtocolError, EndpointUnreachable
-from bench.metrics import Event, RequestRecord
+from bench.measure.metrics import Event, RequestRecord
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench import metrics
-from bench.metrics import RequestMetrics, RequestRecord, Summary
-from bench.runner import LevelRun
+from bench.measure import metrics
+from bench.measure.metrics import RequestMetrics, RequestRecord, Summary
+from bench.measure.runner import LevelRun
 
 SCHEMA_VERSION = 1
 LENGTH_TOLERANCE = 0.05  # an output off by more than this fraction, or by 50 tokens, is flagged (inputs: the fraction)

@@ -32,7 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.errors import ConfigError
-from bench.presets import Architecture
+from bench.rig.presets import Architecture
+from bench.rig.problems import Problem
 
 GIB = 1024**3
 MIB = 1024**2
@@ -92,15 +93,6 @@ class Group:
     kind: str  # full | sliding | linear
     layers: int
     blocks_per_sequence: int
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """A finding: ``severity`` error or warning, ``variable`` the knob to change."""
-
-    severity: str
-    variable: str
-    message: str
 
 
 @dataclass
@@ -383,30 +375,30 @@ def judge(arch: Architecture, setup: Setup, result: Plan) -> list[Problem]:
         )
         problems.append(
             Problem(
-                "error",
                 "vllm_max_model_len",
                 f"{length:,} tokens need {result.blocks_per_sequence:,} blocks but the pool has "
                 f"{result.num_blocks:,}: vLLM refuses to start; lower it ({hint or 'nothing fits'}) or give the "
                 f"KV cache more memory ({fix})",
+                "error",
             )
         )
     elif result.concurrency < seqs:
         problems.append(
             Problem(
-                "warning",
                 "vllm_max_num_seqs",
                 f"{seqs} sequences of {length:,} tokens need {seqs * length:,} tokens but the pool holds "
                 f"{result.pool_tokens:,} ({result.concurrency:.2f} sequences); long requests will queue or be "
                 f"preempted; {seqs} full sequences fit up to vllm_max_model_len {result.largest_len_for_all_seqs:,}",
+                "warning",
             )
         )
     if arch.linear_attention and result.block_size > setup.max_num_batched_tokens:
         problems.append(
             Problem(
-                "error",
                 "vllm_max_num_batched_tokens",
                 f"{setup.max_num_batched_tokens} is below the hybrid block size {result.block_size}; vLLM asserts "
                 f"at start-up; raise it to at least {result.block_size}",
+                "error",
             )
         )
     linear_groups = [group for group in result.groups if group.kind == "linear"]
@@ -415,7 +407,6 @@ def judge(arch: Architecture, setup: Setup, result: Plan) -> list[Problem]:
         if state_slots < seqs:
             problems.append(
                 Problem(
-                    "warning" if setup.enforce_eager else "error",
                     "vllm_max_num_seqs",
                     f"{seqs} exceeds the {state_slots} DeltaNet state slots the pool holds; "
                     + (
@@ -423,6 +414,7 @@ def judge(arch: Architecture, setup: Setup, result: Plan) -> list[Problem]:
                         if setup.enforce_eager
                         else "CUDA graph capture fails at start-up; lower it"
                     ),
+                    "warning" if setup.enforce_eager else "error",
                 )
             )
     return problems

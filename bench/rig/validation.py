@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import PresetError
-from bench.presets import Preset, parse_preset
-from bench.rules import RULES, Problem, gpus
+from bench.rig.engines import ENGINE_NAMES
+from bench.rig.presets import Preset, parse_preset
+from bench.rig.problems import Problem
+from bench.rig.rules import RULES, gpus
 
-ENGINES = ("vllm", "ollama", "llamacpp")
 DEVICES = ("auto", "cuda", "cpu")
 
 
@@ -39,8 +40,10 @@ def resolve(knobs: Mapping[str, Any], host: Mapping[str, Any]) -> Resolution:
     """Resolve ``vllm_device`` and ``model`` and validate the chosen preset."""
     problems: list[Problem] = []
     engine = knobs.get("inference_engine")
-    if engine not in ENGINES:
-        problems.append(Problem("inference_engine", f"{engine!r} is not an engine; choose one of {', '.join(ENGINES)}"))
+    if engine not in ENGINE_NAMES:
+        problems.append(
+            Problem("inference_engine", f"{engine!r} is not an engine; choose one of {', '.join(ENGINE_NAMES)}")
+        )
     wanted = knobs.get("vllm_device", "auto")
     if wanted not in DEVICES:
         problems.append(Problem("vllm_device", f"{wanted!r} is not a device; choose one of {', '.join(DEVICES)}"))

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.rig.values import truthy
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # An environment variable whose name contains one of these words is taken for a credential:
@@ -25,12 +26,6 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE
 
 def _compact_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "1", "on")
-    return bool(value)
 
 
 class _Argv:
@@ -54,7 +49,7 @@ def _gpu_args(argv: _Argv, knobs: Mapping[str, Any]) -> None:
     argv.add("vllm_gpu_memory_utilization", "--gpu-memory-utilization", knobs["vllm_gpu_memory_utilization"])
     if str(knobs["vllm_kv_cache_memory_bytes"]):
         argv.add("vllm_kv_cache_memory_bytes", "--kv-cache-memory-bytes", knobs["vllm_kv_cache_memory_bytes"])
-    if _truthy(knobs["vllm_disable_custom_all_reduce"]):
+    if truthy(knobs["vllm_disable_custom_all_reduce"]):
         argv.add("vllm_disable_custom_all_reduce", "--disable-custom-all-reduce")
 
 
@@ -66,11 +61,11 @@ def _engine_args(argv: _Argv, knobs: Mapping[str, Any]) -> None:
         argv.add("vllm_attention_backend", "--attention-backend", knobs["vllm_attention_backend"])
     if str(knobs["vllm_quantization"]) != "auto":
         argv.add("vllm_quantization", "--quantization", knobs["vllm_quantization"])
-    if _truthy(knobs["vllm_enforce_eager"]):
+    if truthy(knobs["vllm_enforce_eager"]):
         argv.add("vllm_enforce_eager", "--enforce-eager")
-    prefix = "--enable-prefix-caching" if _truthy(knobs["vllm_enable_prefix_caching"]) else "--no-enable-prefix-caching"
+    prefix = "--enable-prefix-caching" if truthy(knobs["vllm_enable_prefix_caching"]) else "--no-enable-prefix-caching"
     argv.add("vllm_enable_prefix_caching", prefix)
-    if _truthy(knobs["vllm_language_model_only"]):
+    if truthy(knobs["vllm_language_model_only"]):
         argv.add("vllm_language_model_only", "--language-model-only")
 
 
@@ -78,7 +73,7 @@ def _frontend_args(argv: _Argv, knobs: Mapping[str, Any], chat_template_path: st
     """Tool calling, reasoning and chat template flags."""
     if str(knobs["vllm_tool_call_parser"]):
         argv.add("vllm_tool_call_parser", "--tool-call-parser", knobs["vllm_tool_call_parser"])
-        if _truthy(knobs["vllm_enable_auto_tool_choice"]):
+        if truthy(knobs["vllm_enable_auto_tool_choice"]):
             argv.add("vllm_enable_auto_tool_choice", "--enable-auto-tool-choice")
     if str(knobs["vllm_reasoning_parser"]):
         argv.add("vllm_reasoning_parser", "--reasoning-parser", knobs["vllm_reasoning_parser"])
@@ -110,7 +105,7 @@ def serve_args(knobs: Mapping[str, Any], *, device: str, model_path: str, chat_t
         _gpu_args(argv, knobs)
     _engine_args(argv, knobs)
     _frontend_args(argv, knobs, chat_template_path)
-    if _truthy(knobs["vllm_mtp"]):
+    if truthy(knobs["vllm_mtp"]):
         spec = {"method": "mtp", "num_speculative_tokens": int(knobs["vllm_mtp_tokens"])}
         argv.add("vllm_mtp", "--speculative-config", _compact_json(spec))
     if knobs["vllm_rope_override"]:
@@ -138,7 +133,7 @@ def service_env(
     }
     if device == "cuda":
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        if _truthy(knobs["vllm_flashinfer_workaround"]):
+        if truthy(knobs["vllm_flashinfer_workaround"]):
             env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
     else:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(knobs["vllm_cpu_kvcache_space_gib"])

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from bench import metrics
+from bench.measure import metrics
 
 CROSS_CHECK_REQUESTS = 3
 COLD_LOAD_MS = 1000.0

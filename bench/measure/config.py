@@ -11,7 +11,7 @@ group_vars, in that order of precedence; each value remembers where it came from
 
 deployment.json is ``--deployment PATH``, or the only ``*/deployment.json`` under
 ``llmrig_artifacts_dir`` (``artifacts/`` in the repository that holds ``group_vars``; see
-:func:`artifacts_dir`).
+:func:`bench.rig.artifacts_dir`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from typing import Any
 import yaml
 
 from bench.errors import ConfigError
+from bench.rig import DEFAULT_ENGINE, ENGINES_BY_NAME, artifacts_dir, dial_host
 
-ENGINE_PORTS = {"vllm": ("vllm_host", "vllm_port"), "ollama": ("ollama_host", "ollama_port")}
-ENGINE_PORTS["llamacpp"] = ("llamacpp_host", "llamacpp_port")
 TAG = re.compile(r"^[A-Za-z0-9._+-]{1,100}$")
 
 
@@ -49,16 +48,6 @@ class Target:
     def metrics_url(self) -> str:
         """Prometheus endpoint on the same server (vLLM and llama.cpp serve it beside /v1)."""
         return re.sub(r"/v1/?$", "", self.base_url.rstrip("/")) + "/metrics"
-
-
-def artifacts_dir(repo_root: Path, value: str) -> Path:
-    """The one rule for ``llmrig_artifacts_dir``, used by the engine role (through the filter
-    plugin) and by bench: an absolute path as it is, a relative one under the repository root,
-    the directory that holds ``group_vars/`` (and ``ansible.cfg``), never under the inventory."""
-    if not value or "{{" in value:
-        raise ConfigError(f"llmrig_artifacts_dir: {value!r} must be a literal path (bench reads it too)")
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else repo_root / path
 
 
 def find_deployment(explicit: Path | None, config_dir: Path | None) -> Path | None:
@@ -115,11 +104,12 @@ def resolve(
                 return value
         return None
 
-    engine = str((deployment or {}).get("engine") or knobs.get("inference_engine") or "vllm")
+    engine = str((deployment or {}).get("engine") or knobs.get("inference_engine") or DEFAULT_ENGINE.name)
     explicit_url = bool(flags.get("base_url") or env.get("BENCH_BASE_URL"))
-    host_knob, port_knob = ENGINE_PORTS.get(engine, ENGINE_PORTS["vllm"])
+    spec = ENGINES_BY_NAME.get(engine, DEFAULT_ENGINE)
+    host_knob, port_knob = spec.host_knob, spec.port_knob
     host = knobs.get(host_knob)
-    default_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{knobs[port_knob]}/v1" if host else None
+    default_url = f"http://{dial_host(str(host))}:{knobs[port_knob]}/v1" if host else None
     where = str(deployment_path) if deployment_path else ""
     base_url = pick(
         "base_url",

@@ -27,11 +27,11 @@ from typing import Any
 
 import httpx
 
-from bench import server
-from bench.client import ChatClient
 from bench.errors import EndpointProtocolError
-from bench.metrics import RequestRecord
-from bench.workloads import AgentScript, Calibration, PromptFactory
+from bench.measure import server
+from bench.measure.client import ChatClient
+from bench.measure.metrics import RequestRecord
+from bench.measure.workloads import AgentScript, Calibration, PromptFactory
 
 CALIBRATION_WORDS = (16, 80)
 

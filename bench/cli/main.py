@@ -17,9 +17,11 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench import __version__, cli_plan, cli_run
+from bench import __version__
+from bench.cli import plan as cli_plan
+from bench.cli import run as cli_run
 from bench.errors import BenchError, ConfigError
-from bench.presets import Preset, find_models_file, load_presets
+from bench.rig.presets import Preset, find_models_file, load_presets
 
 log = logging.getLogger(__name__)
 

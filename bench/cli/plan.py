@@ -17,17 +17,17 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from bench.config import find_deployment
 from bench.errors import ConfigError
-from bench.plan import Plan, Setup, plan
-from bench.plan_inputs import (
+from bench.measure.config import find_deployment
+from bench.rig.plan import Plan, Setup, plan
+from bench.rig.plan_inputs import (
     DEVICE_DEFAULTS,
     architecture_from_config,
     load_config_json,
     setup_from_deployment,
     setup_from_knobs,
 )
-from bench.presets import Architecture, find_models_file, load_presets
+from bench.rig.presets import Architecture, find_models_file, load_presets
 
 EXIT_DOES_NOT_FIT = 4
 RTX_5060_TI_MIB = 16311  # nvidia-smi memory.total of one RTX 5060 Ti 16 GB

@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.metrics import RequestRecord
-from bench.run import Progress as Hooks
-from bench.runner import LevelSpec
+from bench.measure.metrics import RequestRecord
+from bench.measure.run import Progress as Hooks
+from bench.measure.runner import LevelSpec
 
 
 def level_label(spec: LevelSpec) -> str:

@@ -9,13 +9,13 @@ from typing import Any
 
 from rich.console import Console
 
-from bench import report
-from bench.config import Target, environment, find_deployment, resolve
 from bench.errors import BenchError, ConfigError, EndpointError
-from bench.presets import find_models_file, load_presets
-from bench.run import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
-from bench.run import Progress as Hooks
-from bench.run import run as run_benchmark
+from bench.measure import report
+from bench.measure.config import Target, environment, find_deployment, resolve
+from bench.measure.run import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
+from bench.measure.run import Progress as Hooks
+from bench.measure.run import run as run_benchmark
+from bench.rig.presets import find_models_file, load_presets
 
 
 class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):

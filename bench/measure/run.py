@@ -1,7 +1,7 @@
 """``bench run``: resolve the target, calibrate prompt lengths, run the workload's levels, and
 write one result file. Plain functions; the CLI parses flags into :class:`RunOptions`.
 
-Workloads: see :mod:`bench.options`. A run that stops early (Ctrl-C, the server lost, a wrong key
+Workloads: see :mod:`bench.measure.options`. A run that stops early (Ctrl-C, the server lost, a wrong key
 after calibration) keeps what was measured: the file is written with ``"partial": true`` and
 ``stopped_because``, and the error that stopped it is raised as it was. A run in which no request
 succeeded writes nothing.
@@ -18,15 +18,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, metrics, ollama, results
-from bench.client import ChatClient, Endpoint
-from bench.config import Target
+from bench import __version__
 from bench.errors import BenchError, ConfigError, EndpointError, EndpointModelError
-from bench.gpu import GpuSampler
-from bench.metrics import RequestRecord
-from bench.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
-from bench.runner import AgentSpec, LevelRun, LevelSpec, calibrate, run_agent, run_level
-from bench.workloads import Calibration, PromptFactory, new_salt
+from bench.measure import metrics, ollama, results, server
+from bench.measure.client import ChatClient, Endpoint
+from bench.measure.config import Target
+from bench.measure.gpu import GpuSampler
+from bench.measure.metrics import RequestRecord
+from bench.measure.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
+from bench.measure.runner import AgentSpec, LevelRun, LevelSpec, calibrate, run_agent, run_level
+from bench.measure.workloads import Calibration, PromptFactory, new_salt
+from bench.rig import ENGINES
 
 __all__ = ["DEFAULT_CONTEXTS", "WORKLOADS", "Progress", "RunOptions", "execute", "run"]
 
@@ -240,13 +242,14 @@ def _gpu_report(sampler: GpuSampler, document: dict[str, Any], options: RunOptio
 
 
 def _engine_from_metrics(levels: list[LevelRun]) -> str | None:
-    """vllm or llamacpp, from the series the server's /metrics exposed; None when it has none."""
+    """The engine whose metrics family (its prefix in the engine table) the server's /metrics
+    exposed, vllm or llamacpp; None when it has none."""
     for level in levels:
         counters = level.server.get("counters", {})
-        if counters.get("requests_succeeded") is not None:
-            return "vllm"
-        if counters.get("llamacpp_tokens_predicted") is not None:
-            return "llamacpp"
+        families = [server.COUNTERS.get(name, "") for name, value in counters.items() if value is not None]
+        for engine in ENGINES:
+            if engine.metrics_prefix and any(family.startswith(engine.metrics_prefix) for family in families):
+                return engine.name
     return None
 
 

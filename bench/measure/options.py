@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import ConfigError
-from bench.runner import LevelSpec
+from bench.measure.runner import LevelSpec
 
 WORKLOADS = ("single", "sweep", "rate", "context", "agent")
 DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)

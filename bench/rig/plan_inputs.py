@@ -1,5 +1,5 @@
 """Where the planner's inputs come from: the knobs (group_vars or preflight), a deployment.json,
-or a Hugging Face config.json. One :class:`~bench.plan.Setup` per source, no arithmetic here."""
+or a Hugging Face config.json. One :class:`~bench.rig.plan.Setup` per source, no arithmetic here."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.plan import PlanError, Setup
-from bench.presets import Architecture, LinearAttention
+from bench.rig.plan import PlanError, Setup
+from bench.rig.presets import Architecture, LinearAttention
+from bench.rig.values import truthy
 
 # What the vllm role renders for the knobs whose group_vars default is a Jinja expression of the
 # device (group_vars/all/vllm.yml says the same in its comments).
@@ -32,12 +33,6 @@ def parse_size(text: str, variable: str) -> int | None:
     number, unit = float(match.group(1)), match.group(2)
     power = " KMGT".index(unit.upper()) if unit else 0
     return int(number * (1024 if unit.isupper() else 1000) ** power)
-
-
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 def _int(knobs: Mapping[str, Any], name: str) -> int:
@@ -67,9 +62,9 @@ def setup_from_knobs(
         gpu_memory_mib=min(memory) if memory else 0,
         gpu_memory_utilization=utilization,
         weights_gb=weights_gb,
-        mtp_tokens=_int(knobs, "vllm_mtp_tokens") if _truthy(knobs.get("vllm_mtp")) else 0,
-        prefix_caching=_truthy(knobs.get("vllm_enable_prefix_caching", True)),
-        enforce_eager=_truthy(knobs.get("vllm_enforce_eager", True)),
+        mtp_tokens=_int(knobs, "vllm_mtp_tokens") if truthy(knobs.get("vllm_mtp")) else 0,
+        prefix_caching=truthy(knobs.get("vllm_enable_prefix_caching", True)),
+        enforce_eager=truthy(knobs.get("vllm_enforce_eager", True)),
         cpu_kvcache_space_gib=_int(knobs, "vllm_cpu_kvcache_space_gib"),
         kv_cache_memory_bytes=parse_size(
             str(knobs.get("vllm_kv_cache_memory_bytes") or ""), "vllm_kv_cache_memory_bytes"

@@ -1,0 +1,23 @@
+"""The rig core: what the Ansible side and ``bench`` agree on about a configuration.
+
+Model presets (:mod:`~bench.rig.presets`), the cross-field rules and their two phases
+(:mod:`~bench.rig.rules`, :mod:`~bench.rig.validation`) with the one finding type of the rules
+and the planner (:mod:`~bench.rig.problems`), the ``vllm serve`` command line
+(:mod:`~bench.rig.vllm_flags`), vLLM's start-up facts (:mod:`~bench.rig.startup`), the KV
+planner (:mod:`~bench.rig.plan`, :mod:`~bench.rig.plan_inputs`), the artifacts rule
+(:mod:`~bench.rig.artifacts`), the engine table (:mod:`~bench.rig.engines`) and the parsers of
+knob values (:mod:`~bench.rig.values`). The filter plugin in ``ansible/plugins/filter``
+imports these modules on the controller, so importing any of them stays cheap: the standard
+library and PyYAML (which Ansible itself needs), nothing of the measuring harness or the CLI.
+
+The names below are the core's public face for the measuring harness (:mod:`bench.measure`),
+which imports them from ``bench.rig`` and never reaches into a module of this package. The
+exception tree (:mod:`bench.errors`) is not here but at the top of the package: the core, the
+harness and the CLI all raise and map the same classes, and it imports nothing.
+"""
+
+from bench.rig.artifacts import artifacts_dir
+from bench.rig.engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, ENGINES_BY_NAME, Engine
+from bench.rig.values import dial_host
+
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "ENGINES_BY_NAME", "ENGINE_NAMES", "Engine", "artifacts_dir", "dial_host"]

@@ -1,0 +1,66 @@
+"""Role variables that the filter plugin derives from the rig core, rendered by real Ansible:
+the engine role's units (the engine table) and the engines' dialled addresses (dial_host)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from bench.rig import ENGINES
+from tests.helpers import BIN, REPO
+
+pytestmark = pytest.mark.ansible
+
+
+def _render(expression: str, **extra_vars: str) -> object:
+    """``expression`` (a role variable's value) templated by ansible on localhost."""
+    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
+    command = [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", "ansible.builtin.debug"]
+    for name, value in extra_vars.items():
+        command += ["-e", f"{name}={value}"]
+    done = subprocess.run(
+        [*command, "-a", f"msg={expression}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+
+
+def _role_vars(role: str) -> dict[str, str]:
+    return dict(yaml.safe_load((REPO / "roles" / role / "vars" / "main.yml").read_text(encoding="utf-8")))
+
+
+def test_the_engine_role_takes_its_units_from_the_table() -> None:
+    """roles/engine/vars/main.yml's _engine_units, templated by ansible, is the table's name-to-unit map."""
+    expression = _role_vars("engine")["_engine_units"]
+    assert "llmrig_engine_units" in expression  # derived, not a literal list
+    rendered = _render(expression)
+    assert rendered == {engine.name: engine.unit for engine in ENGINES}
+    assert rendered == {"vllm": "vllm.service", "ollama": "ollama.service", "llamacpp": "llamacpp.service"}
+
+
+@pytest.mark.parametrize(
+    ("bind", "local", "client"), [("0.0.0.0", "127.0.0.1", "gpu-box"), ("192.168.1.50", "192.168.1.50", "192.168.1.50")]
+)
+def test_engines_dial_a_wildcard_bind_by_one_rule(bind: str, local: str, client: str) -> None:
+    """Each engine role's health URL dials loopback and its client address the inventory host
+    when the engine binds every interface, and the bind address itself otherwise."""
+    for engine in ENGINES:
+        role = _role_vars(engine.name)
+        knobs = {engine.host_knob: bind, engine.port_knob: str(engine.default_port), "ansible_host": "gpu-box"}
+        if engine.name == "ollama":  # its health URL is _ollama_api, built on _ollama_local
+            dialled, expected = role["_ollama_local"], local
+        else:
+            dialled, expected = role[f"_{engine.name}_health_url"], f"http://{local}:{engine.default_port}/health"
+        assert "llmrig_dial_host" in dialled
+        assert _render(dialled, **knobs) == expected
+        assert _render(role[f"_{engine.name}_client_host"], **knobs) == client
