@@ -151,7 +151,9 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 def _weight_bytes_per_gpu(target: Target, config_dir: Path | None) -> float | None:
     """The deployed preset's weights divided by tensor parallelism: bytes each GPU streams per token."""
     deployment = target.deployment or {}
-    args = list((deployment.get("vllm") or {}).get("args") or [])
+    vllm = deployment.get("vllm")
+    listed = vllm.get("args") if isinstance(vllm, dict) else None
+    args = [str(arg) for arg in listed] if isinstance(listed, list) else []
     if config_dir is None or "preset" not in deployment or "--tensor-parallel-size" not in args:
         return None
     presets = load_presets(config_dir / "models.yml")
@@ -177,7 +179,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     progress = report.LiveProgress(err)
     try:
         with progress:
-            document, path = run_benchmark(target, options, progress.hooks)
+            result, path = run_benchmark(target, options, progress.hooks)
     except KeyboardInterrupt:
         if not _print_partial(console, progress.hooks):
             err.print("bench: interrupted; nothing written")
@@ -185,9 +187,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
     except BenchError:
         _print_partial(console, progress.hooks)  # what was measured before the error, then the error
         raise
-    report.print_summary(console, document)
+    report.print_summary(console, result)
     console.print(f"result: {path}", soft_wrap=True)
-    failed = report.failed_requests(document)
+    failed = result.failed_requests()
     if failed:
         raise EndpointError(f"{failed}; the result is marked untrusted")
     return 0
@@ -195,8 +197,8 @@ def command(args: argparse.Namespace, console: Console) -> int:
 
 def _print_partial(console: Console, hooks: Hooks) -> bool:
     """The table of a run that stopped early and the path of its partial file; False if none."""
-    if hooks.written is None or hooks.document is None:
+    if hooks.written is None or hooks.result is None:
         return False
-    report.print_summary(console, hooks.document)
+    report.print_summary(console, hooks.result)
     console.print(f"partial result: {hooks.written}", soft_wrap=True)
     return True

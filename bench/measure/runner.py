@@ -30,7 +30,9 @@ import httpx
 from bench.errors import EndpointProtocolError
 from bench.measure import server
 from bench.measure.client import ChatClient
+from bench.measure.codec import JsonObject
 from bench.measure.metrics import RequestRecord
+from bench.measure.server import Counters, ServerReport
 from bench.measure.workloads import AgentScript, Calibration, PromptFactory
 
 CALIBRATION_WORDS = (16, 80)
@@ -63,9 +65,9 @@ class LevelRun:
     records: list[RequestRecord] = field(default_factory=list)
     started_ns: int = 0
     ended_ns: int = 0
-    server: dict[str, Any] = field(default_factory=dict)
+    server: ServerReport | None = None  # set when the level's closing scrape is done
     complete: bool = False
-    per_request_server: dict[int, dict[str, float | None]] = field(default_factory=dict)
+    per_request_server: dict[int, Counters] = field(default_factory=dict)
 
 
 async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
@@ -83,8 +85,8 @@ async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
     return Calibration.from_probes(points[0], points[1])
 
 
-def _extra_body(spec: LevelSpec) -> dict[str, Any]:
-    body: dict[str, Any] = {"temperature": spec.temperature}
+def _extra_body(spec: LevelSpec) -> JsonObject:
+    body: JsonObject = {"temperature": spec.temperature}
     if spec.fixed_output:
         # vLLM and llama.cpp honour these; servers that do not are caught by the length check.
         body.update({"min_tokens": spec.output_tokens, "ignore_eos": True})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import secrets
 from dataclasses import dataclass
-from typing import Any
 
 from bench.errors import ConfigError
 
@@ -42,7 +41,7 @@ class PromptFactory:
     salt: str
     seed: int = 0
 
-    def messages(self, index: int, words: int) -> list[dict[str, Any]]:
+    def messages(self, index: int, words: int) -> list[dict[str, str]]:
         generator = random.Random(f"{self.seed}:{index}")
         filler = " ".join(generator.choice(VOCABULARY) for _ in range(max(words, 0)))
         # The index goes first, after the salt, so even request 0 and 1 differ from their first words.
@@ -101,7 +100,7 @@ class AgentScript:
     system_words: int
     turn_words: int
 
-    def system(self) -> dict[str, Any]:
+    def system(self) -> dict[str, str]:
         """The same system message for every session of the run (the prefix a cache can reuse)."""
         generator = random.Random(f"{self.prompts.seed}:system")
         filler = " ".join(generator.choice(VOCABULARY) for _ in range(self.system_words))
@@ -110,7 +109,7 @@ class AgentScript:
         )
         return {"role": "system", "content": f"{self.prompts.salt}\nYou are a coding agent. Tools:\n{tools}\n{filler}"}
 
-    def user(self, session: int, turn: int) -> dict[str, Any]:
+    def user(self, session: int, turn: int) -> dict[str, str]:
         """Turn ``turn`` of session ``session``: a new user (or tool-result) message."""
         generator = random.Random(f"{self.prompts.seed}:{session}:{turn}")
         filler = " ".join(generator.choice(VOCABULARY) for _ in range(self.turn_words))

@@ -6,7 +6,6 @@ protocol fake), whose ``requests`` option injects a fault into one request by ar
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from bench.cli import main
 from bench.measure import results
 from bench.measure.config import Target
 from bench.measure.run import Progress, RunOptions, execute
+from tests.result_files import load_result
 from tests.scripted import FAST, KEY, read_table, result_files, run_args, scripted
 
 
@@ -69,7 +69,7 @@ def test_server_killed_mid_run_shows_the_partial_table_and_file(
         assert main(run_args(server, tmp_path, "single", "--requests", "6")) == 3
     captured = capsys.readouterr()
     (path,) = result_files(tmp_path)
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = load_result(path)
     assert document["partial"] is True
     assert document["trusted"] is False
     assert document["stopped_because"].startswith(f"EndpointUnreachable: lost {server.base_url}")
@@ -116,7 +116,7 @@ def test_read_timeout_limits_the_gap_and_request_timeout_the_whole(tmp_path: Pat
         argv += ["--read-timeout", "1", "--request-timeout", "10"]
         assert main(argv) == 0
     (path,) = result_files(tmp_path)
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = load_result(path)
     assert document["options"]["read_timeout_s"] == 1.0
     assert document["options"]["request_timeout_s"] == 10.0
     (level,) = document["levels"]
