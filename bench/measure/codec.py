@@ -10,6 +10,10 @@ dataclasses; this module is the one place that knows how they become JSON:
 - :func:`schema_of` gives the JSON Schema (draft 2020-12) of a type: one ``$defs`` entry per
   dataclass, every field required unless it may be omitted, no other keys allowed.
 
+A dataclass whose JSON keys are not its fields (the run options: common fields plus every
+workload's own) defines ``__to_json__``, ``__from_json__(data, path)`` and
+``__json_schema__(definitions)``, built on :func:`read_as` and :func:`schema_for`.
+
 Supported field types: bool, int, float, str, None, ``Literal``, unions, ``list[X]``,
 ``tuple[X, ...]``, fixed tuples, ``dict[str, X]``, ``Path`` (as a string), dataclasses, and :data:`JsonValue`
 (any JSON, for documents bench copies without reading, such as deployment.json).
@@ -51,15 +55,20 @@ def _hints(cls: type) -> dict[str, object]:
 
 
 def to_json(value: object) -> JsonValue:
-    """``value`` as JSON: dataclasses as objects of their fields, tuples as lists."""
+    """``value`` as JSON: dataclasses as objects of their fields (or what their ``__to_json__``
+    says, for a type whose keys are not its fields), tuples as lists."""
+    custom = getattr(value, "__to_json__", None)
+    if custom is not None and not isinstance(value, type):
+        out: JsonValue = custom()
+        return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: JsonObject = {}
+        fields: JsonObject = {}
         for item in dataclasses.fields(value):
             field_value = getattr(value, item.name)
             if field_value is None and _omitted(item):
                 continue
-            out[item.name] = to_json(field_value)
-        return out
+            fields[item.name] = to_json(field_value)
+        return fields
     if isinstance(value, list | tuple):
         return [to_json(element) for element in value]
     if isinstance(value, dict):
@@ -139,9 +148,14 @@ def _read(kind: object, data: object, path: str) -> typing.Any:  # noqa: PLR0912
         if not isinstance(data, dict):
             raise ShapeError(path, f"{type(data).__name__} where an object was expected")
         return {key: _read(args[1], element, f"{path}.{key}") for key, element in data.items()}
+    if isinstance(kind, type) and hasattr(kind, "__from_json__"):
+        return kind.__from_json__(data, path)
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         return _read_dataclass(kind, data, path)
     raise TypeError(f"{kind!r} has no JSON form")
+
+
+read_as = _read  # for a type's own __from_json__: one value of a type, at a path
 
 
 def _read_dataclass(kind: type, data: object, path: str) -> object:
@@ -202,9 +216,13 @@ def _schema(kind: object, definitions: dict[str, JsonValue]) -> JsonValue:
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         if kind.__name__ not in definitions:
             definitions[kind.__name__] = {}  # reserved first, so a type that contains itself terminates
-            definitions[kind.__name__] = _dataclass_schema(kind, definitions)
+            custom = getattr(kind, "__json_schema__", None)
+            definitions[kind.__name__] = custom(definitions) if custom else _dataclass_schema(kind, definitions)
         return {"$ref": f"#/$defs/{kind.__name__}"}
     raise TypeError(f"{kind!r} has no JSON form")
+
+
+schema_for = _schema  # for a type's own __json_schema__: the schema of one value, its parts in definitions
 
 
 def _dataclass_schema(kind: type, definitions: dict[str, JsonValue]) -> JsonObject:

@@ -1,4 +1,4 @@
-"""From what one level produced (a :class:`~bench.measure.runner.LevelRun`) to its
+"""From what one level produced (a :class:`~bench.measure.loops.LevelRun`) to its
 :class:`~bench.measure.results.LevelResult`: the warm-up and the steady-state window, every
 distribution, the server's view, and why the level is not to be trusted, if it is not.
 """
@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Literal
 
 from bench.measure import metrics
+from bench.measure.loops import LevelRun
 from bench.measure.metrics import RequestMetrics, RequestRecord
 from bench.measure.results import (
     AgentTurn,
@@ -20,7 +21,6 @@ from bench.measure.results import (
     Tokens,
     WeightedSummary,
 )
-from bench.measure.runner import LevelRun
 from bench.measure.server import Counters, server_report
 
 LENGTH_TOLERANCE = 0.05  # an output off by more than this fraction, or by 50 tokens, is flagged (inputs: the fraction)
@@ -96,8 +96,8 @@ def level_summary(level: LevelRun) -> LevelResult:
     spec = level.spec
     records = sorted(level.records, key=lambda record: record.t_disp_ns)
     if spec.rate is None:
-        warmup = warmup_count(len(records), spec.concurrency)
-        window = metrics.closed_loop_window(records, spec.concurrency, warmup)
+        warmup = warmup_count(len(records), spec.in_flight)
+        window = metrics.closed_loop_window(records, spec.in_flight, warmup)
     else:
         warmup = min(math.ceil(0.1 * len(records)), len(records) // 2)
         window = metrics.open_loop_window(records, warmup)
@@ -116,7 +116,7 @@ def level_summary(level: LevelRun) -> LevelResult:
 
     return LevelResult(
         label=spec.label,
-        concurrency=spec.concurrency,
+        concurrency=spec.in_flight,
         rate_per_s=spec.rate,
         requests=RequestCounts(
             total=len(records),

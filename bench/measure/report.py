@@ -10,19 +10,19 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bench.measure.benchmark import Progress as Hooks
 from bench.measure.codec import JsonValue
 from bench.measure.gpu import GpuAbsent
+from bench.measure.loops import LevelSpec
 from bench.measure.metrics import RequestRecord, Summary
 from bench.measure.results import AgentTurn, LevelResult, RunResult
-from bench.measure.run import Progress as Hooks
-from bench.measure.runner import LevelSpec
 
 
 def level_label(spec: LevelSpec) -> str:
     """What a level is: its rate for open-loop levels (the in-flight cap is not the level)."""
     if spec.rate is not None:
         return f"rate {spec.rate:g} req/s"
-    return f"concurrency {spec.concurrency}"
+    return f"concurrency {spec.in_flight}"
 
 
 class LiveProgress:

@@ -32,8 +32,8 @@ from bench.measure.gpu import GpuAbsent, GpuReport
 from bench.measure.metrics import RequestRecord, Summary
 from bench.measure.ollama import OllamaCrossCheck
 from bench.measure.options import RunOptions
+from bench.measure.prompts import Calibration
 from bench.measure.server import Counters, ServerReport
-from bench.measure.workloads import Calibration
 
 SCHEMA_VERSION = 1
 

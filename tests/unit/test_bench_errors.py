@@ -12,8 +12,8 @@ import pytest
 
 from bench.cli import main
 from bench.measure import results
+from bench.measure.benchmark import Progress, RunOptions, execute
 from bench.measure.config import Target
-from bench.measure.run import Progress, RunOptions, execute
 from tests.result_files import load_result
 from tests.scripted import FAST, KEY, read_table, result_files, run_args, scripted
 
@@ -88,7 +88,7 @@ def test_interrupted_before_any_answer_is_an_interruption(tmp_path: Path) -> Non
     exit 130), not a made-up "no request succeeded", and nothing is written."""
     with scripted(tmp_path, ttft_ms=20.0, itl_ms=2000.0, content_tokens=4) as server:
         target = Target(server.base_url, KEY, "scripted", "t", "vllm", None)
-        options = RunOptions("single", (1,), 4, 40, 4, tmp_path / "results")
+        options = RunOptions("single", 4, 40, 4, tmp_path / "results")
 
         async def cancel_in_first_level() -> None:
             progress = Progress()

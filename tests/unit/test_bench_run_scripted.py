@@ -29,10 +29,10 @@ import pytest
 from bench.cli import main
 from bench.errors import EndpointAuthError, EndpointError, EndpointModelError, EndpointUnreachable
 from bench.measure import levels, metrics, results
+from bench.measure.benchmark import Progress, RunOptions, execute
 from bench.measure.config import Target
 from bench.measure.metrics import Event, RequestRecord
-from bench.measure.run import Progress, RunOptions, execute
-from bench.measure.workloads import Calibration, PromptFactory
+from bench.measure.prompts import Calibration, PromptFactory
 from tests.helpers import GROUP_VARS, REPO
 from tests.result_files import load_result
 from tests.scripted import KEY, Scripted
@@ -111,8 +111,9 @@ def _target(server: Scripted, **changes: Any) -> Target:
 
 
 def _options(tmp_path: Path, concurrency: int, requests: int) -> RunOptions:
-    workload = "single" if concurrency == 1 else "sweep"
-    return RunOptions(workload, (concurrency,), requests, 64, 32, tmp_path / "results")
+    if concurrency == 1:
+        return RunOptions("single", requests, 64, 32, tmp_path / "results")
+    return RunOptions("sweep", requests, 64, 32, tmp_path / "results", settings={"concurrency": (concurrency,)})
 
 
 def _close(measured: float, truth: float) -> bool:
@@ -400,7 +401,7 @@ def test_rate_workload_is_open_loop_with_scheduled_sends(isolated: Scripted, tmp
 @pytest.mark.parametrize("scripted", [{"ttft_ms": 20.0, "itl_ms": 2.0, "max_model_len": 4096}], indirect=True)
 def test_context_workload_grows_the_prompt_and_skips_what_does_not_fit(scripted: Scripted, tmp_path: Path) -> None:
     """Each level has its exact prompt length; a level beyond max_model_len is skipped and listed."""
-    options = RunOptions("context", (1,), 3, 64, 8, tmp_path / "results", contexts=(128, 1024, 8192))
+    options = RunOptions("context", 3, 64, 8, tmp_path / "results", settings={"contexts": (128, 1024, 8192)})
     document = _execute(_target(scripted), options)
     assert [level["tokens"]["input"]["p50"] for level in document["levels"]] == [128, 1024]
     assert document["skipped_levels"] == ["c=1, 8192 prompt tokens"]
@@ -411,7 +412,8 @@ def test_context_workload_grows_the_prompt_and_skips_what_does_not_fit(scripted:
 def test_agent_sessions_resend_a_growing_history(scripted: Scripted, tmp_path: Path) -> None:
     """Two sessions of three turns: each turn's prompt holds the system prompt, the earlier turns
     and the answers the server gave, so it grows by the new message plus the last answer."""
-    options = RunOptions("agent", (1,), 2, 32, 8, tmp_path / "results", sessions=2, turns=3, system_tokens=100)
+    settings = {"sessions": 2, "turns": 3, "system_tokens": 100}
+    options = RunOptions("agent", 2, 32, 8, tmp_path / "results", settings=settings)
     document = _execute(_target(scripted), options)
     (level,) = document["levels"]
     turns = level["agent_turns"]

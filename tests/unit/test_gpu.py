@@ -99,7 +99,7 @@ def test_the_report_prints_power_energy_and_the_bound(monkeypatch: pytest.Monkey
         workload="single",
         started_at="2026-01-01T00:00:00+00:00",
         partial=False,
-        options=RunOptions("single", (1,), 4, 64, 8, Path("results")),
+        options=RunOptions("single", 4, 64, 8, Path("results")),
         environment=environment,
         calibration=None,
         prompts=None,

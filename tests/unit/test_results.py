@@ -71,7 +71,7 @@ def test_the_result_file_check_finds_a_file_that_breaks_the_schema(tmp_path: Pat
     broken = tmp_path / "results" / "t" / "run.json"
     broken.parent.mkdir(parents=True)
     broken.write_text(json.dumps({"schema_version": results.SCHEMA_VERSION}), encoding="utf-8")
-    with pytest.raises(AssertionError, match="does not match result.schema.json"):
+    with pytest.raises(AssertionError, match=r"does not match result\.schema\.json"):
         check_results_under(tmp_path)
     broken.unlink()  # so this test's own check passes
     assert check_results_under(tmp_path) == 0

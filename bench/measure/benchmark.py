@@ -1,7 +1,7 @@
 """``bench run``: resolve the target, calibrate prompt lengths, run the workload's levels, and
 write one result file. Plain functions; the CLI parses flags into :class:`RunOptions`.
 
-Workloads: see :mod:`bench.measure.options`. A run that stops early (Ctrl-C, the server lost, a wrong key
+Workloads: see :mod:`bench.measure.workloads`. A run that stops early (Ctrl-C, the server lost, a wrong key
 after calibration) keeps what was measured: the file is written with ``"partial": true`` and
 ``stopped_because``, and the error that stopped it is raised as it was. A run in which no request
 succeeded writes nothing.
@@ -24,12 +24,13 @@ from bench.measure import metrics, ollama, results, server
 from bench.measure.client import ChatClient, Endpoint
 from bench.measure.config import Target
 from bench.measure.gpu import GpuAbsent, GpuReport, GpuSampler
+from bench.measure.loops import LevelRun, LevelSpec, calibrate
 from bench.measure.metrics import RequestRecord
 from bench.measure.ollama import OllamaCrossCheck
 from bench.measure.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
+from bench.measure.prompts import Calibration, PromptFactory, new_salt
 from bench.measure.results import Environment, LevelResult, Prompts, RunResult
-from bench.measure.runner import AgentSpec, LevelRun, LevelSpec, calibrate, run_agent, run_level
-from bench.measure.workloads import Calibration, PromptFactory, new_salt
+from bench.measure.workloads import Driver
 from bench.rig import ENGINES
 
 __all__ = ["DEFAULT_CONTEXTS", "WORKLOADS", "Progress", "RunOptions", "execute", "run"]
@@ -142,7 +143,7 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
         if not fits:
             raise ConfigError(f"--input-tokens/--context: no level fits the server's context of {max_len} tokens")
         specs = fits
-    connections = max(spec.concurrency for spec in specs) + 4
+    connections = max(spec.in_flight for spec in specs) + 4
     prompts = PromptFactory(new_salt(), options.seed)
     sampler = GpuSampler()
     if options.gpu_telemetry:
@@ -203,32 +204,14 @@ async def _run_levels(
 ) -> None:
     """Run each level in turn, appending it to ``levels`` before it starts (so an interruption keeps it)."""
     prompts, calibration = shape
+    workload = WORKLOADS[options.workload]
     next_index = 0
     for spec in specs:
         level = LevelRun(spec)
         levels.append(level)
         progress.level_started(spec)
-        if options.workload == "agent":
-            agent = AgentSpec(options.sessions, options.turns, options.system_tokens)
-            await run_agent(
-                client,
-                prompts,
-                calibration,
-                level,
-                agent,
-                metrics_url=target.metrics_url,
-                on_done=progress.request_done,
-            )
-        else:
-            await run_level(
-                client,
-                prompts,
-                calibration,
-                level,
-                metrics_url=target.metrics_url,
-                first_index=next_index,
-                on_done=progress.request_done,
-            )
+        driver = Driver(client, prompts, calibration, options, target.metrics_url, next_index, progress.request_done)
+        await workload.drive(level, driver)
         next_index += spec.requests
 
 
