@@ -5,6 +5,8 @@
     BenchError                 base class; the CLI maps it to an exit code and one line
     ├── ConfigError            a setting (group_vars knob, preset, flag) is missing or wrong (exit 2)
     │   └── PresetError        a model preset is malformed or unknown
+    ├── ResultFileError        a result file cannot be read: not JSON, another schema_version, or
+    │                              not the shape of a result (exit 2)
     └── EndpointError          the served endpoint misbehaves (exit 3; also a finished run in which
         │                          requests failed, raised after its table and file)
         ├── EndpointUnreachable    connection refused, DNS failure, connect timeout, the server lost
@@ -30,6 +32,13 @@ class ConfigError(BenchError):
 
 class PresetError(ConfigError):
     """Raised when a model preset is unknown or lacks a field, or a field has the wrong type."""
+
+
+class ResultFileError(BenchError):
+    """Raised when a result file cannot be read: the message names the file, and for another
+    ``schema_version`` the version found and the one this bench reads."""
+
+    exit_code = 2
 
 
 class EndpointError(BenchError):

@@ -11,10 +11,11 @@ from rich.console import Console
 
 from bench.errors import BenchError, ConfigError, EndpointError
 from bench.measure import report
+from bench.measure.benchmark import Progress as Hooks
+from bench.measure.benchmark import run as run_benchmark
 from bench.measure.config import Target, environment, find_deployment, resolve
-from bench.measure.run import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
-from bench.measure.run import Progress as Hooks
-from bench.measure.run import run as run_benchmark
+from bench.measure.options import WORKLOADS, RunOptions, options_of, settings_for
+from bench.measure.workloads import Option, OptionValue
 from bench.rig.presets import find_models_file, load_presets
 
 
@@ -45,9 +46,8 @@ def add_parser(commands: Any) -> None:
     )
     run.add_argument(
         "workload",
-        choices=WORKLOADS,
-        help="single: one stream; sweep: closed-loop concurrency levels; rate: open loop, Poisson arrivals; "
-        "context: one stream as the prompt grows; agent: multi-turn sessions resending a growing history",
+        choices=list(WORKLOADS),
+        help="; ".join(f"{name}: {workload.summary}" for name, workload in WORKLOADS.items()),
     )
     target = run.add_argument_group("target")
     target.add_argument("--base-url", help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (env BENCH_BASE_URL)")
@@ -69,27 +69,11 @@ def add_parser(commands: Any) -> None:
     )
     shape.add_argument("--output-tokens", type=int, default=128, help="tokens to generate per request")
     shape.add_argument("--requests", type=int, default=20, help="requests per level (at least 4 per concurrent stream)")
-    shape.add_argument(
-        "--concurrency",
-        type=int,
-        nargs="+",
-        default=None,
-        help="sweep: the levels (default 1 2 4 8); agent: sessions at a time (default 1); the others run one stream",
-    )
-    shape.add_argument(
-        "--rate", type=float, nargs="+", default=[0.5, 1.0, 2.0], help="rate levels, requests per second"
-    )
-    shape.add_argument(
-        "--context",
-        type=int,
-        nargs="+",
-        default=list(DEFAULT_CONTEXTS),
-        help="context levels, prompt tokens (levels beyond the server's max_model_len are skipped and listed)",
-    )
-    shape.add_argument("--max-in-flight", type=int, default=256, help="rate: cap on requests in flight")
-    shape.add_argument("--sessions", type=int, default=4, help="agent: sessions (run --concurrency at a time)")
-    shape.add_argument("--turns", type=int, default=6, help="agent: turns per session (--input-tokens new each)")
-    shape.add_argument("--system-tokens", type=int, default=2048, help="agent: shared system prompt and tool schemas")
+    for uses in options_of().values():
+        option = uses[0][1]
+        shape.add_argument(
+            option.flag, type=option.kind, nargs="+" if option.many else None, default=None, help=_help(uses)
+        )
     shape.add_argument(
         "--no-fixed-output", action="store_true", help="let the model stop early (no min_tokens/ignore_eos)"
     )
@@ -116,20 +100,34 @@ def add_parser(commands: Any) -> None:
     run.add_argument("--results-dir", type=Path, default=Path("results"), help="where result files go")
 
 
+def _shown(value: OptionValue) -> str:
+    values = value if isinstance(value, tuple) else (value,)
+    return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+
+
+def _help(uses: list[tuple[str, Option]]) -> str:
+    """A workload flag's help: its own with its default, or, taken by several workloads, what it
+    means to each (and to the others)."""
+    if len(uses) == 1:
+        option = uses[0][1]
+        return f"{option.help} (default: {_shown(option.default)})"
+    meanings = [f"{name}: {option.help} (default {_shown(option.default)})" for name, option in uses]
+    others = [option.others for _, option in uses if option.others]
+    return "; ".join(meanings + others[:1])
+
+
+def _given(args: argparse.Namespace) -> dict[str, OptionValue | None]:
+    """The workload flags as given (None: not given), by their key in RunOptions.settings."""
+    given: dict[str, OptionValue | None] = {}
+    for key, uses in options_of().items():
+        value = getattr(args, uses[0][1].flag.removeprefix("--").replace("-", "_"))
+        given[key] = tuple(value) if isinstance(value, list) else value
+    return given
+
+
 def _run_options(args: argparse.Namespace) -> RunOptions:
-    if args.workload == "agent":
-        if args.concurrency is not None and len(args.concurrency) != 1:
-            raise ConfigError("--concurrency: the agent workload takes one value, the sessions run at a time")
-        concurrency: tuple[int, ...] = tuple(args.concurrency or (1,))
-    elif args.workload != "sweep":
-        if args.concurrency not in (None, [1]):
-            raise ConfigError(f"--concurrency: the {args.workload} workload does not take it; use sweep for levels")
-        concurrency = (1,)
-    else:
-        concurrency = tuple(args.concurrency or (1, 2, 4, 8))
-    return RunOptions(
+    options = RunOptions(
         workload=args.workload,
-        concurrency=concurrency,
         requests=args.requests,
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
@@ -139,19 +137,18 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         seed=args.seed,
         read_timeout_s=args.read_timeout,
         request_timeout_s=args.request_timeout,
-        rates=tuple(args.rate),
-        contexts=tuple(args.context),
-        max_in_flight=args.max_in_flight,
-        sessions=args.sessions,
-        turns=args.turns,
-        system_tokens=args.system_tokens,
+        settings=settings_for(args.workload, _given(args)),
     )
+    WORKLOADS[args.workload].check(options)
+    return options
 
 
 def _weight_bytes_per_gpu(target: Target, config_dir: Path | None) -> float | None:
     """The deployed preset's weights divided by tensor parallelism: bytes each GPU streams per token."""
     deployment = target.deployment or {}
-    args = list((deployment.get("vllm") or {}).get("args") or [])
+    vllm = deployment.get("vllm")
+    listed = vllm.get("args") if isinstance(vllm, dict) else None
+    args = [str(arg) for arg in listed] if isinstance(listed, list) else []
     if config_dir is None or "preset" not in deployment or "--tensor-parallel-size" not in args:
         return None
     presets = load_presets(config_dir / "models.yml")
@@ -177,7 +174,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     progress = report.LiveProgress(err)
     try:
         with progress:
-            document, path = run_benchmark(target, options, progress.hooks)
+            result, path = run_benchmark(target, options, progress.hooks)
     except KeyboardInterrupt:
         if not _print_partial(console, progress.hooks):
             err.print("bench: interrupted; nothing written")
@@ -185,9 +182,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
     except BenchError:
         _print_partial(console, progress.hooks)  # what was measured before the error, then the error
         raise
-    report.print_summary(console, document)
+    report.print_summary(console, result)
     console.print(f"result: {path}", soft_wrap=True)
-    failed = report.failed_requests(document)
+    failed = result.failed_requests()
     if failed:
         raise EndpointError(f"{failed}; the result is marked untrusted")
     return 0
@@ -195,8 +192,8 @@ def command(args: argparse.Namespace, console: Console) -> int:
 
 def _print_partial(console: Console, hooks: Hooks) -> bool:
     """The table of a run that stopped early and the path of its partial file; False if none."""
-    if hooks.written is None or hooks.document is None:
+    if hooks.written is None or hooks.result is None:
         return False
-    report.print_summary(console, hooks.document)
+    report.print_summary(console, hooks.result)
     console.print(f"partial result: {hooks.written}", soft_wrap=True)
     return True

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from bench.errors import EndpointAuthError, EndpointModelError, EndpointProtocolError, EndpointUnreachable
+from bench.measure.codec import JsonObject, JsonValue
 from bench.measure.metrics import Event, RequestRecord
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,21 @@ class Endpoint:
     api_key: str = ""
     read_timeout_s: float = 300.0  # the longest gap between two reads (headers and first token included)
     request_timeout_s: float = 600.0  # the longest one chat request may take, from dispatch to its end
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """One entry of /v1/models: the name to ask for, and the longest context it is served with
+    (vLLM's ``max_model_len``, llama.cpp's ``meta.n_ctx``; None when the server does not say)."""
+
+    id: str
+    max_model_len: int | None
+
+
+def _served_model(entry: JsonObject) -> ServedModel:
+    meta = entry.get("meta")
+    length: JsonValue = entry.get("max_model_len") or (meta.get("n_ctx") if isinstance(meta, dict) else None)
+    return ServedModel(str(entry["id"]), int(length) if isinstance(length, int | float | str) and length else None)
 
 
 @dataclass(slots=True)
@@ -138,7 +154,7 @@ class ChatClient:
     async def __aexit__(self, *exc: object) -> None:
         await self._http.aclose()
 
-    async def model_list(self) -> list[dict[str, Any]]:
+    async def model_list(self) -> list[ServedModel]:
         """The entries of /v1/models (id, and max_model_len on vLLM or meta.n_ctx on llama.cpp);
         raises on a wrong key or an unreachable endpoint."""
         url = f"{self.endpoint.base_url.rstrip('/')}/models"
@@ -159,7 +175,7 @@ class ChatClient:
             entries = response.json()["data"]
             if not all(isinstance(entry, dict) and "id" in entry for entry in entries):
                 raise TypeError("an entry without id")
-            return list(entries)
+            return [_served_model(entry) for entry in entries]
         except (ValueError, KeyError, TypeError) as exc:
             raise EndpointProtocolError(
                 f"GET {url} is not an OpenAI model list: check --base-url ({self.endpoint.base_url})"
@@ -168,10 +184,10 @@ class ChatClient:
     async def chat(
         self,
         index: int,
-        messages: list[dict[str, Any]],
+        messages: list[dict[str, str]],
         max_tokens: int,
         *,
-        extra_body: dict[str, Any] | None = None,
+        extra_body: JsonObject | None = None,
         t_sched_ns: int | None = None,
         keep_text: bool = False,
     ) -> RequestRecord:

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from bench.errors import ConfigError
+from bench.measure.codec import JsonObject
 from bench.rig import DEFAULT_ENGINE, ENGINES_BY_NAME, artifacts_dir, dial_host
 
 TAG = re.compile(r"^[A-Za-z0-9._+-]{1,100}$")
@@ -41,7 +42,7 @@ class Target:
     model: str | None
     tag: str
     engine: str
-    deployment: dict[str, Any] | None
+    deployment: JsonObject | None  # deployment.json as read
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -67,7 +68,7 @@ def find_deployment(explicit: Path | None, config_dir: Path | None) -> Path | No
     return found[0] if found else None
 
 
-def _load_json(path: Path) -> dict[str, Any]:
+def _load_json(path: Path) -> JsonObject:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -111,10 +112,11 @@ def resolve(
     host = knobs.get(host_knob)
     default_url = f"http://{dial_host(str(host))}:{knobs[port_knob]}/v1" if host else None
     where = str(deployment_path) if deployment_path else ""
+    endpoint = (deployment or {}).get("endpoint")
     base_url = pick(
         "base_url",
         "BENCH_BASE_URL",
-        (where, ((deployment or {}).get("endpoint") or {}).get("base_url")),
+        (where, endpoint.get("base_url") if isinstance(endpoint, dict) else None),
         (f"group_vars/all/endpoint.yml ({host_knob}, {port_knob})", default_url),
     )
     if not base_url:

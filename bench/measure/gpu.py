@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 # NVML reports the GDDR memory clock at half the per-pin data rate (14001 MHz for 28 Gbps).
 DATA_RATE_PER_CLOCK = 2
@@ -53,6 +53,47 @@ class GpuInfo:
         if not self.bus_width_bits or not self.max_memory_clock_mhz:
             return None
         return self.max_memory_clock_mhz * DATA_RATE_PER_CLOCK * self.bus_width_bits / 8 / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCard:
+    """One GPU over the whole run (the entries of ``gpu.gpus``)."""
+
+    index: int
+    name: str
+    bandwidth_gbs: float | None
+    decode_bound_tps: float | None  # bandwidth over the bytes this GPU streams per token
+    memory_used_mib_max: float
+    utilization_pct_mean: float
+    power_w_mean: float
+    power_w_max: float
+    sm_clock_mhz_min: float
+    sm_clock_mhz_mean: float
+    memory_clock_mhz_mean: float
+    temperature_c_max: float
+    throttle_reasons_seen: int  # NVML clock-event reason bits seen in any sample
+    energy_j: float | None
+    samples: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReport:
+    """NVML telemetry of a run: every GPU, energy and tokens per joule, decode against the bandwidth bound."""
+
+    gpus: list[GpuCard]
+    energy_j: float | None
+    tokens_per_joule: float | None
+    decode_bound_tps: float | None
+    decode_fraction_of_bound: float | None
+    available: Literal[True] = True
+
+
+@dataclass(frozen=True, slots=True)
+class GpuAbsent:
+    """No telemetry, and why (no driver, no GPU, bench on another machine), said once."""
+
+    reason: str
+    available: Literal[False] = False
 
 
 @dataclass(slots=True)
@@ -128,11 +169,11 @@ class GpuSampler:
 
     def report(
         self, output_tokens: float, single_stream_tps: float | None, weight_bytes_per_gpu: float | None
-    ) -> dict[str, Any]:
+    ) -> GpuReport | GpuAbsent:
         """Per-GPU statistics, energy and tokens per joule, and decode speed against the bandwidth bound."""
         if self.unavailable is not None:
-            return {"available": False, "reason": self.unavailable}
-        gpus: list[dict[str, Any]] = []
+            return GpuAbsent(self.unavailable)
+        gpus: list[GpuCard] = []
         bounds: list[float] = []
         energy_j = 0.0
         for gpu in self.gpus:
@@ -145,33 +186,32 @@ class GpuSampler:
                 bound = gpu.bandwidth_gbs * 1e9 / weight_bytes_per_gpu
                 bounds.append(bound)
             gpus.append(
-                {
-                    "index": gpu.index,
-                    "name": gpu.name,
-                    "bandwidth_gbs": gpu.bandwidth_gbs,
-                    "decode_bound_tps": bound,
-                    "memory_used_mib_max": max(s.memory_used_mib for s in mine),
-                    "utilization_pct_mean": _mean([s.utilization_pct for s in mine]),
-                    "power_w_mean": _mean([s.power_w for s in mine]),
-                    "power_w_max": max(s.power_w for s in mine),
-                    "sm_clock_mhz_min": min(s.sm_clock_mhz for s in mine),
-                    "sm_clock_mhz_mean": _mean([s.sm_clock_mhz for s in mine]),
-                    "memory_clock_mhz_mean": _mean([s.memory_clock_mhz for s in mine]),
-                    "temperature_c_max": max(s.temperature_c for s in mine),
-                    "throttle_reasons_seen": _bits(mine),
-                    "energy_j": joules,
-                    "samples": len(mine),
-                }
+                GpuCard(
+                    index=gpu.index,
+                    name=gpu.name,
+                    bandwidth_gbs=gpu.bandwidth_gbs,
+                    decode_bound_tps=bound,
+                    memory_used_mib_max=max(s.memory_used_mib for s in mine),
+                    utilization_pct_mean=_mean([s.utilization_pct for s in mine]),
+                    power_w_mean=_mean([s.power_w for s in mine]),
+                    power_w_max=max(s.power_w for s in mine),
+                    sm_clock_mhz_min=min(s.sm_clock_mhz for s in mine),
+                    sm_clock_mhz_mean=_mean([s.sm_clock_mhz for s in mine]),
+                    memory_clock_mhz_mean=_mean([s.memory_clock_mhz for s in mine]),
+                    temperature_c_max=max(s.temperature_c for s in mine),
+                    throttle_reasons_seen=_bits(mine),
+                    energy_j=joules,
+                    samples=len(mine),
+                )
             )
         bound_tps = min(bounds) if bounds else None
-        return {
-            "available": True,
-            "gpus": gpus,
-            "energy_j": energy_j or None,
-            "tokens_per_joule": output_tokens / energy_j if energy_j else None,
-            "decode_bound_tps": bound_tps,
-            "decode_fraction_of_bound": single_stream_tps / bound_tps if bound_tps and single_stream_tps else None,
-        }
+        return GpuReport(
+            gpus=gpus,
+            energy_j=energy_j or None,
+            tokens_per_joule=output_tokens / energy_j if energy_j else None,
+            decode_bound_tps=bound_tps,
+            decode_fraction_of_bound=single_stream_tps / bound_tps if bound_tps and single_stream_tps else None,
+        )
 
 
 def _maybe(function: Any, *args: Any) -> Any:

@@ -9,11 +9,12 @@ shape and sets Ollama's decode speed beside the one it measured from the stream.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
 
 import httpx
 
 from bench.measure import metrics
+from bench.measure.codec import JsonObject, JsonValue
 
 CROSS_CHECK_REQUESTS = 3
 COLD_LOAD_MS = 1000.0
@@ -28,13 +29,26 @@ async def is_ollama(http: httpx.AsyncClient, root: str) -> bool:
         return False
 
 
+@dataclass(frozen=True, slots=True)
+class OllamaCrossCheck:
+    """Ollama's own timings beside bench's (the ``ollama_native`` of a result file)."""
+
+    requests: int  # native requests that answered
+    server_decode_tps_p50: float | None  # eval_count / eval_duration
+    server_prefill_tps_p50: float | None  # prompt_eval_count / prompt_eval_duration
+    load_duration_ms_max: float | None  # well above zero: a request paid for a model load
+    client_decode_tps_p50: float | None  # bench's own, from the stream of the first level
+    client_over_server: float | None
+    warnings: list[str] = field(default_factory=list)
+
+
 async def native_chat(
-    http: httpx.AsyncClient, root: str, model: str, messages: list[dict[str, Any]], max_tokens: int
-) -> dict[str, Any] | None:
+    http: httpx.AsyncClient, root: str, model: str, messages: list[dict[str, str]], max_tokens: int
+) -> JsonObject | None:
     """One non-streamed /api/chat request; its final object (with the timings), or None on failure."""
-    body = {
+    body: JsonObject = {
         "model": model,
-        "messages": messages,
+        "messages": [dict(message) for message in messages],
         "stream": False,
         "options": {"num_predict": max_tokens, "temperature": 0},
     }
@@ -51,29 +65,33 @@ async def native_chat(
     return answer if isinstance(answer, dict) else None
 
 
-def cross_check(answers: list[dict[str, Any]], client_decode_tps_p50: float | None) -> dict[str, Any]:
+def _number(answer: JsonObject, key: str) -> float:
+    value: JsonValue = answer.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def cross_check(answers: list[JsonObject], client_decode_tps_p50: float | None) -> OllamaCrossCheck:
     """Ollama's server-side decode and prefill speeds, and bench's client-side decode speed over them."""
-    decode = [
-        a["eval_count"] / a["eval_duration"] * 1e9 for a in answers if a.get("eval_duration") and a.get("eval_count")
-    ]
-    prefill = [
-        a["prompt_eval_count"] / a["prompt_eval_duration"] * 1e9
-        for a in answers
-        if a.get("prompt_eval_duration") and a.get("prompt_eval_count")
-    ]
-    loads = [a.get("load_duration", 0) / 1e6 for a in answers]
+
+    def speeds(count: str, duration: str) -> list[float]:
+        pairs = [(_number(a, count), _number(a, duration)) for a in answers]
+        return [tokens / nanoseconds * 1e9 for tokens, nanoseconds in pairs if tokens and nanoseconds]
+
+    decode = speeds("eval_count", "eval_duration")
+    prefill = speeds("prompt_eval_count", "prompt_eval_duration")
+    loads = [_number(a, "load_duration") / 1e6 for a in answers]
     server = metrics.percentile(decode, 0.5) if decode else None
     warnings = []
     if loads and max(loads) > COLD_LOAD_MS:
         warnings.append(f"a cross-check request paid for a model load of {max(loads):.0f} ms (OLLAMA_KEEP_ALIVE?)")
     if len(answers) < CROSS_CHECK_REQUESTS:
         warnings.append(f"only {len(answers)} of {CROSS_CHECK_REQUESTS} native requests answered")
-    return {
-        "requests": len(answers),
-        "server_decode_tps_p50": server,
-        "server_prefill_tps_p50": metrics.percentile(prefill, 0.5) if prefill else None,
-        "load_duration_ms_max": max(loads) if loads else None,
-        "client_decode_tps_p50": client_decode_tps_p50,
-        "client_over_server": client_decode_tps_p50 / server if server and client_decode_tps_p50 else None,
-        "warnings": warnings,
-    }
+    return OllamaCrossCheck(
+        requests=len(answers),
+        server_decode_tps_p50=server,
+        server_prefill_tps_p50=metrics.percentile(prefill, 0.5) if prefill else None,
+        load_duration_ms_max=max(loads) if loads else None,
+        client_decode_tps_p50=client_decode_tps_p50,
+        client_over_server=client_decode_tps_p50 / server if server and client_decode_tps_p50 else None,
+        warnings=warnings,
+    )

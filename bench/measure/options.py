@@ -1,15 +1,33 @@
-"""The options of ``bench run`` (what the CLI parses its flags into) and the levels they make."""
+"""The options of ``bench run`` (what the CLI parses its flags into) and the levels they make.
+
+:class:`RunOptions` holds the flags every workload shares as fields and each workload's own
+flags (:mod:`bench.measure.workloads`) in ``settings``. The result file's ``options`` holds both,
+flat: the shared fields and the key of every registered workload's flag, so that every file has
+the same keys whatever its workload.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import ConfigError
-from bench.measure.runner import LevelSpec
+from bench.measure.codec import JsonObject, JsonValue, ShapeError, read_as, schema_for, to_json
+from bench.measure.loops import LevelSpec
+from bench.measure.workloads import DEFAULT_CONTEXTS, WORKLOADS, Option, OptionValue
 
-WORKLOADS = ("single", "sweep", "rate", "context", "agent")
-DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+__all__ = ["DEFAULT_CONTEXTS", "WORKLOADS", "RunOptions", "options_of", "settings_for"]
+
+
+def options_of() -> dict[str, list[tuple[str, Option]]]:
+    """Every registered workload flag by key, with the workloads that declare it, in registry order."""
+    keys: dict[str, list[tuple[str, Option]]] = {}
+    for name, workload in WORKLOADS.items():
+        for option in workload.options:
+            keys.setdefault(option.key, []).append((name, option))
+    return keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +35,6 @@ class RunOptions:
     """Everything a run needs besides the target."""
 
     workload: str
-    concurrency: tuple[int, ...]
     requests: int
     input_tokens: int
     output_tokens: int
@@ -29,52 +46,114 @@ class RunOptions:
     request_timeout_s: float = 600.0  # the longest one request may take, from dispatch to its last event
     weight_bytes_per_gpu: float | None = None  # for the decode bandwidth bound (preset weights / TP)
     gpu_telemetry: bool = True
-    rates: tuple[float, ...] = (0.5, 1.0, 2.0)  # rate workload: requests per second, one level each
-    contexts: tuple[int, ...] = DEFAULT_CONTEXTS  # context workload: prompt lengths, one level each
-    max_in_flight: int = 256  # rate workload: cap on concurrent requests (the rest wait, as client queue)
-    sessions: int = 4  # agent workload: sessions, run concurrency[0] at a time
-    turns: int = 6  # agent workload: turns per session
-    system_tokens: int = 2048  # agent workload: system prompt with tool schemas, shared by every session
+    settings: Mapping[str, OptionValue] = field(default_factory=dict)  # workload flags given; see setting()
+
+    def setting(self, key: str) -> OptionValue:
+        """A workload flag's value: as given, else this workload's default, else what runs of
+        workloads that do not take it record."""
+        if key in self.settings:
+            return self.settings[key]
+        declared = options_of().get(key)
+        if not declared:
+            raise KeyError(f"no workload takes a setting {key!r}")
+        own = [option for name, option in declared if name == self.workload]
+        return own[0].default if own else declared[0][1].recorded_elsewhere
+
+    def ints(self, key: str) -> tuple[int, ...]:
+        value = self.setting(key)
+        return tuple(int(v) for v in value) if isinstance(value, tuple) else (int(value),)
+
+    def floats(self, key: str) -> tuple[float, ...]:
+        value = self.setting(key)
+        return tuple(float(v) for v in value) if isinstance(value, tuple) else (float(value),)
+
+    def integer(self, key: str) -> int:
+        (value,) = self.ints(key)
+        return value
 
     def levels(self) -> list[LevelSpec]:
-        """One level per concurrency; at least ``requests`` and at least 4 per stream."""
+        """The levels of the run; a ConfigError naming the flag when a setting cannot run."""
         if self.workload not in WORKLOADS:
             raise ConfigError(f"workload: {self.workload!r} is not one of {', '.join(WORKLOADS)}")
-        self._check_shape()
-        if self.requests < 2:
-            raise ConfigError(f"--requests: at least 2 are needed for a window, got {self.requests}")
-        if any(c < 1 for c in self.concurrency):
-            raise ConfigError(f"--concurrency: every level must be at least 1, got {list(self.concurrency)}")
-        if self.workload == "rate":
-            if any(r <= 0 for r in self.rates):
-                raise ConfigError(f"--rate: every rate must be above 0 requests per second, got {list(self.rates)}")
-            return [self._spec(self.max_in_flight, self.requests, self.input_tokens, rate) for rate in self.rates]
-        if self.workload == "agent":
-            if self.sessions < 1 or self.turns < 1:
-                raise ConfigError(f"--sessions/--turns: at least 1 each, got {self.sessions} and {self.turns}")
-            return [self._spec(self.concurrency[0], self.sessions * self.turns, self.input_tokens)]
-        if self.workload == "context":
-            if any(length < 1 for length in self.contexts):
-                raise ConfigError(f"--context: every prompt length must be at least 1, got {list(self.contexts)}")
-            return [self._spec(1, self.requests, length) for length in self.contexts]
-        return [self._spec(c, max(self.requests, 4 * c), self.input_tokens) for c in self.concurrency]
-
-    def _check_shape(self) -> None:
         for name, value in (("--input-tokens", self.input_tokens), ("--output-tokens", self.output_tokens)):
             if value < 1:
                 raise ConfigError(f"{name}: must be at least 1, got {value}")
         for name, seconds in (("--read-timeout", self.read_timeout_s), ("--request-timeout", self.request_timeout_s)):
             if seconds <= 0:
                 raise ConfigError(f"{name}: must be above 0 seconds, got {seconds:g}")
+        if self.requests < 2:
+            raise ConfigError(f"--requests: at least 2 are needed for a window, got {self.requests}")
+        return WORKLOADS[self.workload].levels(self)
 
-    def _spec(self, concurrency: int, requests: int, input_tokens: int, rate: float | None = None) -> LevelSpec:
-        return LevelSpec(
-            concurrency,
-            requests,
-            input_tokens,
-            self.output_tokens,
-            fixed_output=self.fixed_output,
-            temperature=self.temperature,
-            rate=rate,
-            seed=self.seed,
-        )
+    # The result file's form: the shared fields, then every workload flag, flat.
+
+    def __to_json__(self) -> JsonObject:
+        shared: JsonObject = {
+            item.name: to_json(getattr(self, item.name)) for item in dataclasses.fields(self) if item.name != "settings"
+        }
+        return {**shared, **{key: to_json(self.setting(key)) for key in options_of()}}
+
+    @classmethod
+    def __from_json__(cls, data: JsonValue, path: str) -> RunOptions:
+        if not isinstance(data, dict):
+            raise ShapeError(path, "the options are not an object")
+        hints = _shared_hints()
+        unknown = sorted(set(data) - set(hints) - set(options_of()))
+        if unknown:
+            raise ShapeError(path, f"unknown keys {unknown}")
+        shared = {name: read_as(hints[name], data[name], f"{path}.{name}") for name in hints if name in data}
+        settings = {key: _setting(uses[0][1], data.get(key), f"{path}.{key}") for key, uses in options_of().items()}
+        try:
+            return cls(**shared, settings=settings)
+        except TypeError as exc:  # a shared field without a default is missing
+            raise ShapeError(path, str(exc)) from exc
+
+    @classmethod
+    def __json_schema__(cls, definitions: dict[str, JsonValue]) -> JsonObject:
+        hints = _shared_hints()
+        properties: JsonObject = {name: schema_for(kind, definitions) for name, kind in hints.items()}
+        for key, declared in options_of().items():
+            properties[key] = schema_for(declared[0][1].value_type, definitions)
+        return {
+            "type": "object",
+            "description": "The options of the run: those every workload shares, and every workload's own flags "
+            "(what the run's workload was given or defaults to; the others record their usual value).",
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
+
+
+def _shared_hints() -> dict[str, object]:
+    import typing  # noqa: PLC0415 (only the result file's reader and schema need the resolved hints)
+
+    hints = typing.get_type_hints(RunOptions)
+    return {name: kind for name, kind in hints.items() if name != "settings"}
+
+
+def _setting(option: Option, value: JsonValue, path: str) -> OptionValue:
+    if value is None:
+        raise ShapeError(path, "missing")
+    read: OptionValue = read_as(option.value_type, value, path)
+    return read
+
+
+def settings_for(workload: str, given: Mapping[str, OptionValue | None]) -> dict[str, OptionValue]:
+    """The workload flags given on the command line (None: not given) that ``workload`` keeps;
+    a flag that another workload declares with ``refused_elsewhere`` is refused unless it is that
+    workload's usual value."""
+    declared = options_of()
+    mine = {option.key for option in WORKLOADS[workload].options}
+    settings: dict[str, OptionValue] = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if key not in mine:
+            refusing = [option for _, option in declared[key] if option.refused_elsewhere]
+            if refusing and value != refusing[0].recorded_elsewhere:
+                option = refusing[0]
+                raise ConfigError(
+                    f"{option.flag}: the {workload} workload does not take it; {option.refused_elsewhere}"
+                )
+        settings[key] = value
+    return settings

@@ -1,6 +1,14 @@
-"""Result files: one JSON document per run under ``results/<tag>/``, schema-versioned, written
-atomically (a temporary file in the same directory, then a rename), with the summary, the
-environment and every request's raw events (gzip-compressed JSON lines, base64 in the file).
+"""Result files: one JSON document per run under ``results/<tag>/``, the serialisation of
+:class:`RunResult`, schema-versioned, written atomically (a temporary file in the same
+directory, then a rename), with the summary, the environment and every request's raw events
+(gzip-compressed JSON lines, base64 in the file).
+
+The types below are the result: :class:`RunResult` holds its :class:`LevelResult` levels, each
+with its distributions (:class:`~bench.measure.metrics.Summary`, :class:`WeightedSummary`), the
+server's report (:class:`~bench.measure.server.ServerReport`), and the run holds the GPU report
+(:class:`~bench.measure.gpu.GpuReport`). The JSON Schema generated from them is committed as
+``result.schema.json`` beside this module (``python -m bench.measure.schema`` writes it).
+:func:`read` refuses a file of another ``schema_version``, naming the file and both versions.
 
 A run that was interrupted is written with ``"partial": true`` and whatever it measured; a run
 in which nothing succeeded is never written as if it had.
@@ -11,182 +19,174 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import math
 import os
 import tempfile
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
-from bench.measure import metrics
-from bench.measure.metrics import RequestMetrics, RequestRecord, Summary
-from bench.measure.runner import LevelRun
+from bench.errors import ResultFileError
+from bench.measure.codec import OMIT_IF_NONE, JsonObject, ShapeError, from_json, to_json_object
+from bench.measure.gpu import GpuAbsent, GpuReport
+from bench.measure.metrics import RequestRecord, Summary
+from bench.measure.ollama import OllamaCrossCheck
+from bench.measure.options import RunOptions
+from bench.measure.prompts import Calibration
+from bench.measure.server import Counters, ServerReport
 
 SCHEMA_VERSION = 1
-LENGTH_TOLERANCE = 0.05  # an output off by more than this fraction, or by 50 tokens, is flagged (inputs: the fraction)
 
 
-def _summary(values: list[float]) -> dict[str, Any] | None:
-    summary: Summary | None = metrics.summarize(values)
-    return None if summary is None else asdict(summary)
+@dataclass(frozen=True, slots=True)
+class WeightedSummary:
+    """A pooled distribution in ms: token-weighted inter-token latency, or raw chunk gaps."""
+
+    n: int
+    weighting: Literal["token", "chunk"]
+    p50: float
+    p90: float
+    p99: float | None  # only from 100 samples up
+    max: float
 
 
-def _weighted(samples: list[tuple[float, float]], weighting: str) -> dict[str, Any] | None:
-    if not samples:
-        return None
-    return {
-        "n": len(samples),
-        "weighting": weighting,
-        "p50": metrics.weighted_percentile(samples, 0.5),
-        "p90": metrics.weighted_percentile(samples, 0.9),
-        "p99": metrics.weighted_percentile(samples, 0.99) if len(samples) >= 100 else None,
-        "max": max(value for value, _ in samples),
-    }
+@dataclass(frozen=True, slots=True)
+class RequestCounts:
+    """The requests of one level: how many, how many failed and why, how many were measured."""
+
+    total: int
+    successful: int
+    errored: int
+    errors_by_kind: dict[str, int]
+    warmup_discarded: int
+    measured: int  # inside the steady-state window
 
 
-def warmup_count(requests: int, concurrency: int) -> int:
-    """Requests discarded at the start of a level: max(c, 10%), keeping at least half the level."""
-    return min(max(concurrency, math.ceil(0.1 * requests)), requests // 2) if requests > 1 else 0
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """Per-request latencies in ms over the measured requests; None where no request had one."""
+
+    ttft_ms: Summary | None
+    ttfo_ms: Summary | None
+    ttfr_ms: Summary | None
+    e2e_ms: Summary | None
+    tpot_ms: Summary | None
+    queue_client_ms: Summary | None  # open loop: scheduled time to dispatch
 
 
-def failed_requests(records: list[RequestRecord]) -> str | None:
-    """How many of ``records`` failed and why, by kind ("2 of 6 requests failed: http_500 1,
-    truncated 1"); None when none did."""
-    kinds = Counter(record.error for record in records if record.error is not None)
-    if not kinds:
-        return None
-    by_kind = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
-    return f"{kinds.total()} of {len(records)} requests failed: {by_kind}"
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """Aggregate speeds of one level: output tokens per second in the window and over the wall
+    time, and measured requests per second."""
+
+    output_tps: float | None
+    output_tps_wall: float | None
+    request_tps: float | None
 
 
-def _trust(level: LevelRun, measured: list[RequestMetrics], input_target: int) -> list[str]:
-    reasons = []
-    failed = failed_requests(level.records)
-    if failed:
-        reasons.append(failed)
-    counters = level.server.get("counters", {})
-    succeeded = sum(1 for record in level.records if record.error is None)
-    seen = counters.get("requests_succeeded")
-    if seen is not None and round(seen) != succeeded:
-        reasons.append(f"another client used the server: it completed {round(seen)} requests, this run {succeeded}")
-    predicted = counters.get("llamacpp_tokens_predicted")
-    ours = sum(record.completion_tokens or 0 for record in level.records if record.error is None)
-    if predicted is not None and round(predicted) > ours:
-        reasons.append(f"another client used the server: it generated {round(predicted)} tokens, this run {ours}")
-    if counters.get("preemptions"):
-        reasons.append(f"the server preempted {round(counters['preemptions'])} requests (KV cache too small)")
-    if level.spec.fixed_output:
-        target = level.spec.output_tokens
-        off = [m for m in measured if abs(m.osl_mismatch) > LENGTH_TOLERANCE or abs(m.out_tokens - target) > 50]
-        if off:
-            reasons.append(f"{len(off)} of {len(measured)} requests missed the output length {target}")
-    prompts = [record.prompt_tokens for record in level.records if record.prompt_tokens is not None]
-    growing = any(record.turn is not None for record in level.records)  # agent histories grow on purpose
-    if (
-        prompts
-        and not growing
-        and any(abs(p - input_target) > max(1, LENGTH_TOLERANCE * input_target) for p in prompts)
-    ):
-        reasons.append(f"input lengths {min(prompts)}..{max(prompts)} tokens, target {input_target}")
-    if not level.complete:
-        reasons.append("the level was interrupted")
-    return reasons
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    """Prompt and output lengths of one level against their targets, and where counts came from."""
+
+    input_target: int
+    input: Summary | None
+    cached: Summary | None
+    output_target: int
+    output: Summary | None
+    tokens_per_chunk: Summary | None
+    count_sources: dict[str, int]  # server-continuous | server | chunk-count: requests each
+    chunked_requests: int
 
 
-def level_summary(level: LevelRun) -> dict[str, Any]:
-    """Every run-level number of one concurrency level."""
-    spec = level.spec
-    records = sorted(level.records, key=lambda record: record.t_disp_ns)
-    if spec.rate is None:
-        warmup = warmup_count(len(records), spec.concurrency)
-        window = metrics.closed_loop_window(records, spec.concurrency, warmup)
-    else:
-        warmup = min(math.ceil(0.1 * len(records)), len(records) // 2)
-        window = metrics.open_loop_window(records, warmup)
-    per_request = [m for m in map(metrics.request_metrics, records) if m is not None]
-    if window is not None:
-        measured = [m for m in per_request if window.start_ns <= m.t_disp_ns <= window.end_ns]
-    else:
-        measured = per_request[warmup:]
-    ok = [record for record in records if record.error is None]
-    errors = Counter(record.error for record in records if record.error is not None)
-    wall = (max(r.t_end_ns for r in records) - min(r.t_disp_ns for r in records)) / 1e9 if records else 0.0
-    in_window = metrics.tokens_in_window(records, window) if window is not None else None
+@dataclass(frozen=True, slots=True)
+class AgentTurn:
+    """One turn of the agent workload over its sessions: TTFT, prompt length, prefix-cache hits."""
 
-    def values(name: str) -> list[float]:
-        return [float(getattr(m, name)) for m in measured if getattr(m, name) is not None]
-
-    return {
-        "label": spec.label,
-        "concurrency": spec.concurrency,
-        "rate_per_s": spec.rate,
-        "requests": {
-            "total": len(records),
-            "successful": len(ok),
-            "errored": len(records) - len(ok),
-            "errors_by_kind": dict(errors),
-            "warmup_discarded": warmup,
-            "measured": len(measured),
-        },
-        "window_s": None if window is None else window.seconds,
-        "latency": {
-            name: _summary(values(name))
-            for name in ("ttft_ms", "ttfo_ms", "ttfr_ms", "e2e_ms", "tpot_ms", "queue_client_ms")
-        },
-        "decode_tps": _summary(values("decode_tps")),
-        "itl_token_ms": _weighted([s for m in measured for s in m.itl_samples], "token"),
-        "icl_chunk_ms": _weighted([(gap, 1.0) for m in measured for gap in m.icl_samples], "chunk"),
-        "stall_max_ms": max((m.stall_max_ms for m in measured), default=None),
-        "throughput": {
-            "output_tps": None if window is None or in_window is None else in_window / window.seconds,
-            "output_tps_wall": sum(m.out_tokens for m in per_request) / wall if wall else None,
-            "request_tps": len(measured) / window.seconds if window is not None else None,
-        },
-        "tokens": {
-            "input_target": spec.input_tokens,
-            "input": _summary([float(r.prompt_tokens) for r in ok if r.prompt_tokens is not None]),
-            "cached": _summary([float(r.cached_tokens) for r in ok if r.cached_tokens is not None]),
-            "output_target": spec.output_tokens,
-            "output": _summary([float(m.out_tokens) for m in measured]),
-            "tokens_per_chunk": _summary([m.tokens_per_chunk for m in measured]),
-            "count_sources": dict(Counter(m.token_source for m in per_request)),
-            "chunked_requests": sum(1 for m in per_request if m.chunked),
-        },
-        "server": level.server,
-        "agent_turns": agent_turns(level) if any(r.turn is not None for r in records) else None,
-        "per_request_server": {str(index): deltas for index, deltas in sorted(level.per_request_server.items())},
-        "untrusted_because": _trust(level, measured, spec.input_tokens),
-    }
+    turn: int
+    requests: int
+    ttft_ms: Summary | None
+    prompt_tokens_mean: float | None
+    cached_tokens_mean: float | None
+    prefix_cache_hit_rate: float | None
 
 
-def agent_turns(level: LevelRun) -> list[dict[str, Any]]:
-    """Per turn of the agent workload: TTFT, prompt length, and how much of it the cache served."""
-    rows = []
-    turns = sorted({record.turn for record in level.records if record.turn is not None})
-    for turn in turns:
-        mine = [r for r in level.records if r.turn == turn and r.error is None]
-        measured = [m for m in map(metrics.request_metrics, mine) if m is not None]
-        server = [level.per_request_server.get(r.index, {}) for r in mine]
-        hits = [s.get("prefix_cache_hits") for s in server]
-        queries = [s.get("prefix_cache_queries") for s in server]
-        known = [(h, q) for h, q in zip(hits, queries, strict=True) if h is not None and q]
-        cached = [r.cached_tokens for r in mine if r.cached_tokens is not None]
-        rows.append(
-            {
-                "turn": turn,
-                "requests": len(mine),
-                "ttft_ms": _summary([m.ttft_ms for m in measured]),
-                "prompt_tokens_mean": _mean([r.prompt_tokens for r in mine if r.prompt_tokens is not None]),
-                "cached_tokens_mean": _mean(cached) if cached else None,
-                "prefix_cache_hit_rate": sum(h for h, _ in known) / sum(q for _, q in known) if known else None,
-            }
-        )
-    return rows
+@dataclass(frozen=True, slots=True)
+class LevelResult:
+    """Every number of one level (a concurrency, a rate, a prompt length, or the agent sessions)."""
+
+    label: str
+    concurrency: int  # the most requests this level had in flight
+    rate_per_s: float | None
+    requests: RequestCounts
+    window_s: float | None
+    latency: Latency
+    decode_tps: Summary | None
+    itl_token_ms: WeightedSummary | None
+    icl_chunk_ms: WeightedSummary | None
+    stall_max_ms: float | None
+    throughput: Throughput
+    tokens: Tokens
+    server: ServerReport
+    agent_turns: list[AgentTurn] | None
+    per_request_server: dict[str, Counters]  # agent, one session at a time: counters around each request
+    untrusted_because: list[str]
 
 
-def _mean(values: list[int] | list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+@dataclass(frozen=True, slots=True)
+class Environment:
+    """Where the run went and what ran it; ``sources`` says where each target value came from."""
+
+    bench_version: str
+    python: str
+    client_host: str
+    base_url: str
+    model: str | None
+    engine: str
+    sources: dict[str, str]
+    deployment: JsonObject | None  # the deployment.json read, as it was
+    max_model_len: int | None  # as /v1/models said; None when the server does not say
+
+
+@dataclass(frozen=True, slots=True)
+class Prompts:
+    """The run's prompt salt and seed: every prompt of the run can be rebuilt from them."""
+
+    salt: str
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One run of ``bench run``: what the result file holds."""
+
+    schema_version: int
+    run_id: str
+    tag: str
+    workload: str
+    started_at: str
+    partial: bool
+    options: RunOptions
+    environment: Environment
+    calibration: Calibration | None
+    prompts: Prompts | None
+    levels: list[LevelResult]
+    gpu: GpuReport | GpuAbsent | None
+    requests_events_gzip_b64: str
+    trusted: bool
+    skipped_levels: list[str] | None = field(default=None, metadata=OMIT_IF_NONE)  # when max_model_len is known
+    stopped_because: str | None = field(default=None, metadata=OMIT_IF_NONE)  # a partial run
+    ollama_native: OllamaCrossCheck | None = field(default=None, metadata=OMIT_IF_NONE)  # when Ollama served
+
+    def failed_requests(self) -> str | None:
+        """How many requests of the whole run failed and why, by kind; None when none did."""
+        kinds: Counter[str] = Counter()
+        for level in self.levels:
+            kinds.update(level.requests.errors_by_kind)
+        if not kinds:
+            return None
+        total = sum(level.requests.total for level in self.levels)
+        by_kind = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+        return f"{kinds.total()} of {total} requests failed: {by_kind}"
 
 
 def encode_events(records: list[RequestRecord]) -> str:
@@ -195,19 +195,19 @@ def encode_events(records: list[RequestRecord]) -> str:
     return base64.b64encode(gzip.compress(lines.encode(), mtime=0)).decode()
 
 
-def decode_events(blob: str) -> list[dict[str, Any]]:
+def decode_events(blob: str) -> list[JsonObject]:
     """The inverse of :func:`encode_events`, as plain dictionaries."""
     text = gzip.decompress(base64.b64decode(blob)).decode()
     return [json.loads(line) for line in text.splitlines() if line]
 
 
-def write_atomic(path: Path, document: dict[str, Any]) -> Path:
-    """Write ``document`` as JSON to ``path`` through a temporary file and a rename."""
+def write_atomic(path: Path, result: RunResult) -> Path:
+    """Write ``result`` as JSON to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, indent=1, sort_keys=True)
+            json.dump(to_json_object(result), stream, indent=1, sort_keys=True)
             stream.write("\n")
             stream.flush()
             os.fsync(stream.fileno())
@@ -216,3 +216,28 @@ def write_atomic(path: Path, document: dict[str, Any]) -> Path:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def parse(document: object, where: str) -> RunResult:
+    """A parsed result document as a :class:`RunResult`; ``where`` names it in errors."""
+    if not isinstance(document, dict):
+        raise ResultFileError(f"{where}: not a bench result (a JSON object was expected)")
+    found = document.get("schema_version")
+    if found != SCHEMA_VERSION:
+        raise ResultFileError(
+            f"{where}: schema_version {found!r}; this bench reads schema_version {SCHEMA_VERSION} only"
+        )
+    try:
+        return from_json(RunResult, document)
+    except ShapeError as exc:
+        raise ResultFileError(f"{where}: not a bench result of schema_version {SCHEMA_VERSION}: {exc}") from exc
+
+
+def read(path: Path) -> RunResult:
+    """Read a result file; raises :class:`~bench.errors.ResultFileError` naming ``path`` when it
+    cannot be read, has another ``schema_version``, or does not have the shape of a result."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultFileError(f"{path}: cannot read it as JSON: {exc}") from exc
+    return parse(document, str(path))

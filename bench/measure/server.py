@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -97,39 +96,123 @@ async def scrape(http: httpx.AsyncClient, url: str) -> Scrape | None:
         return None
 
 
-def counter_deltas(before: Scrape | None, after: Scrape | None) -> dict[str, float | None]:
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Growth of each server counter over one interval (the names of :data:`COUNTERS`); None where
+    either scrape lacked it: unknown, never zero."""
+
+    requests_succeeded: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    preemptions: float | None = None
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    spec_decode_drafts: float | None = None
+    spec_decode_draft_tokens: float | None = None
+    spec_decode_accepted_tokens: float | None = None
+    llamacpp_prompt_tokens: float | None = None
+    llamacpp_tokens_predicted: float | None = None
+    llamacpp_decode_calls: float | None = None
+
+    def known(self) -> dict[str, float]:
+        """The counters both scrapes had, by name."""
+        return {name: getattr(self, name) for name in COUNTERS if getattr(self, name) is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeStats:
+    """One gauge over the scrapes taken during a measurement: mean, max and how many scrapes had it."""
+
+    mean: float
+    max: float
+    n: float
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    """Each gauge of :data:`GAUGES` during a measurement; None where no scrape had it."""
+
+    kv_cache_usage: GaugeStats | None = None
+    requests_running: GaugeStats | None = None
+    requests_waiting: GaugeStats | None = None
+    llamacpp_requests_processing: GaugeStats | None = None
+    llamacpp_requests_deferred: GaugeStats | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """Rates from counter deltas; None where a counter is unknown or its denominator is zero."""
+
+    prefix_cache_hit_rate: float | None
+    spec_decode_acceptance_rate: float | None
+    spec_decode_mean_acceptance_length: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Bucketed:
+    """A server-side latency distribution in ms, interpolated within histogram buckets."""
+
+    n: float
+    p50: float | None
+    p90: float | None
+    p99: float | None  # only from 100 observations up
+
+
+@dataclass(frozen=True, slots=True)
+class BucketedLatency:
+    """Each histogram of :data:`HISTOGRAMS` over one measurement; None where the server observed nothing."""
+
+    ttft_ms: Bucketed | None = None
+    itl_ms: Bucketed | None = None
+    e2e_ms: Bucketed | None = None
+    queue_ms: Bucketed | None = None
+    prefill_ms: Bucketed | None = None
+    decode_ms: Bucketed | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReport:
+    """Everything the server's /metrics said about one measurement (the ``server`` of a level)."""
+
+    scraped: bool  # both the scrape before and the one after answered
+    counters: Counters
+    derived: Derived
+    gauges: Gauges
+    latency_bucketed: BucketedLatency
+    cache_config: dict[str, str]  # vLLM's cache_config_info labels: KV pool blocks, block size, dtype
+
+
+def counter_deltas(before: Scrape | None, after: Scrape | None) -> Counters:
     """Each counter's growth between two scrapes; None where either scrape lacks it."""
-    deltas: dict[str, float | None] = {}
+    deltas: dict[str, float] = {}
     for name, sample in COUNTERS.items():
-        if before is None or after is None or sample not in before.values or sample not in after.values:
-            deltas[name] = None
-        else:
+        if before is not None and after is not None and sample in before.values and sample in after.values:
             deltas[name] = after.values[sample] - before.values[sample]
-    return deltas
+    return Counters(**deltas)
 
 
-def gauge_stats(samples: list[Scrape]) -> dict[str, dict[str, float] | None]:
+def gauge_stats(samples: list[Scrape]) -> Gauges:
     """Mean and max of each gauge over the scrapes taken during a run."""
-    stats: dict[str, dict[str, float] | None] = {}
+    stats: dict[str, GaugeStats] = {}
     for name, sample in GAUGES.items():
         seen = [scrape.values[sample] for scrape in samples if sample in scrape.values]
-        stats[name] = {"mean": sum(seen) / len(seen), "max": max(seen), "n": float(len(seen))} if seen else None
-    return stats
+        if seen:
+            stats[name] = GaugeStats(mean=sum(seen) / len(seen), max=max(seen), n=float(len(seen)))
+    return Gauges(**stats)
 
 
-def derived(deltas: dict[str, float | None]) -> dict[str, float | None]:
+def derived(deltas: Counters) -> Derived:
     """Rates from counter deltas: prefix-cache hit rate and speculative-decoding acceptance."""
 
-    def ratio(top: str, bottom: str) -> float | None:
-        a, b = deltas.get(top), deltas.get(bottom)
-        return None if a is None or not b else a / b
+    def ratio(top: float | None, bottom: float | None) -> float | None:
+        return None if top is None or not bottom else top / bottom
 
-    drafts_accepted = ratio("spec_decode_accepted_tokens", "spec_decode_drafts")
-    return {
-        "prefix_cache_hit_rate": ratio("prefix_cache_hits", "prefix_cache_queries"),
-        "spec_decode_acceptance_rate": ratio("spec_decode_accepted_tokens", "spec_decode_draft_tokens"),
-        "spec_decode_mean_acceptance_length": None if drafts_accepted is None else 1 + drafts_accepted,
-    }
+    drafts_accepted = ratio(deltas.spec_decode_accepted_tokens, deltas.spec_decode_drafts)
+    return Derived(
+        prefix_cache_hit_rate=ratio(deltas.prefix_cache_hits, deltas.prefix_cache_queries),
+        spec_decode_acceptance_rate=ratio(deltas.spec_decode_accepted_tokens, deltas.spec_decode_draft_tokens),
+        spec_decode_mean_acceptance_length=None if drafts_accepted is None else 1 + drafts_accepted,
+    )
 
 
 class Sampler:
@@ -177,41 +260,39 @@ def bucket_percentile(cumulative: dict[float, float], fraction: float) -> float 
     return lower_bound
 
 
-def histogram_stats(before: Scrape | None, after: Scrape | None) -> dict[str, dict[str, float | None] | None]:
+def histogram_stats(before: Scrape | None, after: Scrape | None) -> BucketedLatency:
     """Server-side latency percentiles (ms) from the bucket deltas between two scrapes."""
-    stats: dict[str, dict[str, float | None] | None] = {}
+    stats: dict[str, Bucketed] = {}
     for name in HISTOGRAMS:
         if before is None or after is None or name not in after.buckets:
-            stats[name] = None
             continue
         old = before.buckets.get(name, {})
         delta = {bound: count - old.get(bound, 0.0) for bound, count in after.buckets[name].items()}
         n = delta.get(float("inf"), 0.0)
         if n <= 0:
-            stats[name] = None
             continue
-        stats[name] = {
-            "n": n,
-            "p50": _ms(bucket_percentile(delta, 0.5)),
-            "p90": _ms(bucket_percentile(delta, 0.9)),
-            "p99": _ms(bucket_percentile(delta, 0.99)) if n >= 100 else None,
-        }
-    return stats
+        stats[name] = Bucketed(
+            n=n,
+            p50=_ms(bucket_percentile(delta, 0.5)),
+            p90=_ms(bucket_percentile(delta, 0.9)),
+            p99=_ms(bucket_percentile(delta, 0.99)) if n >= 100 else None,
+        )
+    return BucketedLatency(**stats)
 
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
-def server_report(before: Scrape | None, after: Scrape | None, during: list[Scrape]) -> dict[str, Any]:
+def server_report(before: Scrape | None, after: Scrape | None, during: list[Scrape]) -> ServerReport:
     """Everything the server said about one measurement, ready for the result file."""
     deltas = counter_deltas(before, after)
     latest = after or before
-    return {
-        "scraped": before is not None and after is not None,
-        "counters": deltas,
-        "derived": derived(deltas),
-        "gauges": gauge_stats(during),
-        "latency_bucketed": histogram_stats(before, after),
-        "cache_config": latest.cache_config if latest is not None else {},
-    }
+    return ServerReport(
+        scraped=before is not None and after is not None,
+        counters=deltas,
+        derived=derived(deltas),
+        gauges=gauge_stats(during),
+        latency_bucketed=histogram_stats(before, after),
+        cache_config=dict(latest.cache_config) if latest is not None else {},
+    )

@@ -1,118 +1,252 @@
-"""Synthetic prompts of a chosen input length, salted so the prefix cache cannot inflate results.
+"""The workloads of ``bench run``, one class each, in a registry the CLI builds its help and
+flags from.
 
-Prompts are built from common English words that nearly every tokenizer maps to one token each
-(with their leading space), so the prompt length in tokens is ``overhead + words`` with an
-``overhead`` (chat template, salt, instruction) that two calibration requests measure against
-the server's own usage counts. Every request starts with the run's salt and its own index, so
-no two requests of a run, and no two runs, share a prefix longer than the chat template.
+A workload declares its own flags (:class:`Option`), turns the run's options into its levels
+(:class:`~bench.measure.loops.LevelSpec`), and drives one level (:mod:`bench.measure.loops`).
+Adding one means a new class here with ``@register`` and its test; the CLI, the run and the
+result file's ``options`` (every workload's flags, so each file has the same keys) follow from
+the registry.
+
+- ``single``: one stream, closed loop;
+- ``sweep``: closed-loop levels of concurrency (``--concurrency``, each a number of streams);
+- ``rate``: open loop, Poisson arrivals at each ``--rate``, at most ``--max-in-flight`` at once;
+- ``context``: one stream at each prompt length of ``--context``;
+- ``agent``: multi-turn sessions resending a growing history, ``--concurrency`` sessions at once.
 """
 
 from __future__ import annotations
 
-import random
-import secrets
+import types
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, ClassVar
 
 from bench.errors import ConfigError
+from bench.measure.client import ChatClient
+from bench.measure.loops import AgentSpec, LevelRun, LevelSpec, run_agent, run_level
+from bench.measure.metrics import RequestRecord
+from bench.measure.prompts import Calibration, PromptFactory
 
-VOCABULARY = tuple(
-    (  # noqa: SIM905 (rows of words read better than a 140-line literal)
-        "the of and to in is was for on are with as by at be this from or have an they which one you were "
-        "all we her she there would their will when who him been has more if no out do so can what up said "
-        "about other into than its time only could new them man some these then two first may any like now "
-        "my such make over our even most me state after also made many did must before back see through way "
-        "where get much go well your know should down work year because come people just say each those take "
-        "day good how long little use us very great old world own off right here still life find last place "
-        "give same while part house"
-    ).split()
-)
-INSTRUCTION = "Continue this text."
+if TYPE_CHECKING:
+    from bench.measure.options import RunOptions
 
-
-def new_salt() -> str:
-    """A fresh per-run salt: eight vocabulary words chosen by the OS random source."""
-    return " ".join(secrets.choice(VOCABULARY) for _ in range(8))
+OptionValue = int | float | tuple[int, ...] | tuple[float, ...]
+DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 
 
 @dataclass(frozen=True, slots=True)
-class PromptFactory:
-    """Builds the messages of request ``index`` with ``words`` filler words after the salt."""
+class Option:
+    """One flag of a workload. ``key`` names it in :attr:`RunOptions.settings` and in the result
+    file's ``options``; ``unused`` is what a run of another workload records (default: ``default``),
+    and with ``refused_elsewhere`` a workload that does not take the flag refuses any other value."""
 
-    salt: str
-    seed: int = 0
+    key: str
+    flag: str
+    kind: type[int] | type[float]
+    default: OptionValue
+    help: str
+    many: bool = False  # one value or more (nargs="+")
+    unused: OptionValue | None = None
+    refused_elsewhere: str | None = None  # the hint of that refusal
+    others: str = ""  # what the workloads that do not take it do, for the help
 
-    def messages(self, index: int, words: int) -> list[dict[str, Any]]:
-        generator = random.Random(f"{self.seed}:{index}")
-        filler = " ".join(generator.choice(VOCABULARY) for _ in range(max(words, 0)))
-        # The index goes first, after the salt, so even request 0 and 1 differ from their first words.
-        tag = " ".join(VOCABULARY[(index // len(VOCABULARY) ** power) % len(VOCABULARY)] for power in range(3))
-        return [{"role": "user", "content": f"{self.salt} {tag} {filler}\n{INSTRUCTION}"}]
+    @property
+    def value_type(self) -> object:
+        """The type of its value: ``kind``, or a tuple of them for a flag that takes several."""
+        return types.GenericAlias(tuple, (self.kind, ...)) if self.many else self.kind
 
-
-@dataclass(frozen=True, slots=True)
-class Calibration:
-    """Prompt tokens = overhead + slope x words, measured on the server."""
-
-    overhead: float
-    slope: float
-
-    def words_for(self, input_tokens: int) -> int:
-        words = round((input_tokens - self.overhead) / self.slope)
-        if words < 1:
-            raise ConfigError(
-                f"--input-tokens: {input_tokens} is below this endpoint's fixed prompt overhead "
-                f"({self.overhead:.0f} tokens of chat template, salt and instruction)"
-            )
-        return words
-
-    @classmethod
-    def from_probes(cls, first: tuple[int, int], second: tuple[int, int]) -> Calibration:
-        """From two (words, prompt_tokens) measurements of the same prompt shape."""
-        (w1, p1), (w2, p2) = first, second
-        if w2 == w1 or p2 == p1:
-            raise ConfigError("prompt calibration failed: the server's prompt_tokens did not grow with the prompt")
-        slope = (p2 - p1) / (w2 - w1)
-        return cls(overhead=p1 - slope * w1, slope=slope)
-
-
-# Tool schemas an agent harness sends with every request (as OpenCode or Aider do); rendered as
-# text into the system prompt so that servers without tool parsing serve them too.
-AGENT_TOOLS = (
-    {"name": "read_file", "description": "Read a file of the repository", "parameters": {"path": "string"}},
-    {
-        "name": "edit_file",
-        "description": "Replace text in a file",
-        "parameters": {"path": "string", "old": "string", "new": "string"},
-    },
-    {
-        "name": "run_tests",
-        "description": "Run the test suite and return its output",
-        "parameters": {"filter": "string"},
-    },
-)
+    @property
+    def recorded_elsewhere(self) -> OptionValue:
+        return self.default if self.unused is None else self.unused
 
 
 @dataclass(frozen=True, slots=True)
-class AgentScript:
-    """Multi-turn sessions: a fixed system prompt with tool schemas, then a growing history."""
+class Driver:
+    """What a workload drives a level with: the client, the prompts, and where to report."""
 
+    client: ChatClient
     prompts: PromptFactory
-    system_words: int
-    turn_words: int
+    calibration: Calibration
+    options: RunOptions
+    metrics_url: str | None
+    first_index: int  # request numbers of this level start here (prompts differ across levels)
+    on_done: Callable[[RequestRecord], None] | None = None
 
-    def system(self) -> dict[str, Any]:
-        """The same system message for every session of the run (the prefix a cache can reuse)."""
-        generator = random.Random(f"{self.prompts.seed}:system")
-        filler = " ".join(generator.choice(VOCABULARY) for _ in range(self.system_words))
-        tools = "\n".join(
-            f"- {tool['name']}: {tool['description']}; arguments {tool['parameters']}" for tool in AGENT_TOOLS
+
+class Workload(ABC):
+    """One way of loading the server: its flags, its levels, and how it drives one."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line for `bench run --help`
+    options: ClassVar[tuple[Option, ...]] = ()
+
+    def check(self, options: RunOptions) -> None:  # noqa: B027 (most workloads check nothing more)
+        """Refuse settings of this workload that no level could run (a ConfigError naming the flag)."""
+
+    @abstractmethod
+    def levels(self, options: RunOptions) -> list[LevelSpec]:
+        """The levels of a run, in order."""
+
+    async def drive(self, level: LevelRun, driver: Driver) -> None:
+        """Run one level, filling ``level`` as requests finish (closed or open loop by its spec)."""
+        await run_level(
+            driver.client,
+            driver.prompts,
+            driver.calibration,
+            level,
+            metrics_url=driver.metrics_url,
+            first_index=driver.first_index,
+            on_done=driver.on_done,
         )
-        return {"role": "system", "content": f"{self.prompts.salt}\nYou are a coding agent. Tools:\n{tools}\n{filler}"}
 
-    def user(self, session: int, turn: int) -> dict[str, Any]:
-        """Turn ``turn`` of session ``session``: a new user (or tool-result) message."""
-        generator = random.Random(f"{self.prompts.seed}:{session}:{turn}")
-        filler = " ".join(generator.choice(VOCABULARY) for _ in range(self.turn_words))
-        kind = "Task" if turn == 0 else "Tool result"
-        return {"role": "user", "content": f"{kind} for session {session} step {turn}: {filler}"}
+
+WORKLOADS: dict[str, Workload] = {}
+
+
+def register(cls: type[Workload]) -> type[Workload]:
+    """Add a workload to the registry, in the order the help lists them."""
+    WORKLOADS[cls.name] = cls()
+    return cls
+
+
+def spec(
+    options: RunOptions,
+    input_tokens: int,
+    *,
+    requests: int | None = None,
+    streams: int = 1,
+    rate: float | None = None,
+    max_in_flight: int | None = None,
+    sessions_at_once: int | None = None,
+) -> LevelSpec:
+    """A level with the run's request shape (``requests`` defaults to ``--requests``); the other
+    keywords say how many requests it keeps in flight (see LevelSpec)."""
+    return LevelSpec(
+        requests=options.requests if requests is None else requests,
+        input_tokens=input_tokens,
+        output_tokens=options.output_tokens,
+        fixed_output=options.fixed_output,
+        temperature=options.temperature,
+        seed=options.seed,
+        streams=streams,
+        rate=rate,
+        max_in_flight=max_in_flight,
+        sessions_at_once=sessions_at_once,
+    )
+
+
+def _at_least_one(flag: str, values: tuple[int, ...] | tuple[float, ...], what: str) -> None:
+    if any(value < 1 for value in values):
+        raise ConfigError(f"{flag}: every {what} must be at least 1, got {list(values)}")
+
+
+@register
+class Single(Workload):
+    name = "single"
+    summary = "one stream"
+
+    def levels(self, options: RunOptions) -> list[LevelSpec]:
+        return [spec(options, options.input_tokens, streams=1, requests=max(options.requests, 4))]
+
+
+CONCURRENCY_HINT = "use sweep for levels"
+
+
+@register
+class Sweep(Workload):
+    name = "sweep"
+    summary = "closed-loop concurrency levels"
+    options = (
+        Option(
+            "concurrency",
+            "--concurrency",
+            int,
+            (1, 2, 4, 8),
+            "the levels",
+            many=True,
+            unused=(1,),  # the other workloads run one stream (agent: one session at a time)
+            refused_elsewhere=CONCURRENCY_HINT,
+            others="the others run one stream",
+        ),
+    )
+
+    def levels(self, options: RunOptions) -> list[LevelSpec]:
+        streams = options.ints("concurrency")
+        _at_least_one("--concurrency", streams, "level")
+        return [spec(options, options.input_tokens, streams=c, requests=max(options.requests, 4 * c)) for c in streams]
+
+
+@register
+class Rate(Workload):
+    name = "rate"
+    summary = "open loop, Poisson arrivals"
+    options = (
+        Option("rates", "--rate", float, (0.5, 1.0, 2.0), "rate levels, requests per second", many=True),
+        Option("max_in_flight", "--max-in-flight", int, 256, "rate: cap on requests in flight"),
+    )
+
+    def levels(self, options: RunOptions) -> list[LevelSpec]:
+        rates = options.floats("rates")
+        if any(rate <= 0 for rate in rates):
+            raise ConfigError(f"--rate: every rate must be above 0 requests per second, got {list(rates)}")
+        cap = options.integer("max_in_flight")
+        return [spec(options, options.input_tokens, rate=rate, max_in_flight=cap) for rate in rates]
+
+
+@register
+class Context(Workload):
+    name = "context"
+    summary = "one stream as the prompt grows"
+    options = (
+        Option(
+            "contexts",
+            "--context",
+            int,
+            DEFAULT_CONTEXTS,
+            "context levels, prompt tokens (levels beyond the server's max_model_len are skipped and listed)",
+            many=True,
+        ),
+    )
+
+    def levels(self, options: RunOptions) -> list[LevelSpec]:
+        lengths = options.ints("contexts")
+        _at_least_one("--context", lengths, "prompt length")
+        return [spec(options, length, streams=1) for length in lengths]
+
+
+@register
+class Agent(Workload):
+    name = "agent"
+    summary = "multi-turn sessions resending a growing history"
+    options = (
+        Option("concurrency", "--concurrency", int, (1,), "sessions at a time", many=True),
+        Option("sessions", "--sessions", int, 4, "agent: sessions (run --concurrency at a time)"),
+        Option("turns", "--turns", int, 6, "agent: turns per session (--input-tokens new each)"),
+        Option("system_tokens", "--system-tokens", int, 2048, "agent: shared system prompt and tool schemas"),
+    )
+
+    def check(self, options: RunOptions) -> None:
+        if len(options.ints("concurrency")) != 1:
+            raise ConfigError("--concurrency: the agent workload takes one value, the sessions run at a time")
+
+    def levels(self, options: RunOptions) -> list[LevelSpec]:
+        at_once = options.ints("concurrency")
+        _at_least_one("--concurrency", at_once, "level")
+        sessions, turns = options.integer("sessions"), options.integer("turns")
+        if sessions < 1 or turns < 1:
+            raise ConfigError(f"--sessions/--turns: at least 1 each, got {sessions} and {turns}")
+        return [spec(options, options.input_tokens, sessions_at_once=at_once[0], requests=sessions * turns)]
+
+    async def drive(self, level: LevelRun, driver: Driver) -> None:
+        options = driver.options
+        agent = AgentSpec(options.integer("sessions"), options.integer("turns"), options.integer("system_tokens"))
+        await run_agent(
+            driver.client,
+            driver.prompts,
+            driver.calibration,
+            level,
+            agent,
+            metrics_url=driver.metrics_url,
+            on_done=driver.on_done,
+        )

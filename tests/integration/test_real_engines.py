@@ -8,7 +8,6 @@ what each server reports (llama.cpp's counters; vLLM's KV usage, prefix cache an
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import BIN, REPO
+from tests.result_files import load_result
 
 RIG = REPO / "build" / "testrig"
 MODELS = RIG / "models"
@@ -151,7 +151,7 @@ def _bench(server: Server, tmp_path: Path, *args: str) -> dict[str, Any]:
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (results / "integration").glob("*.json")
-    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    document = load_result(path)  # checked against the committed schema and read back through bench's types
     print(done.stdout, file=sys.stderr)
     return document
 

@@ -6,15 +6,15 @@ protocol fake), whose ``requests`` option injects a fault into one request by ar
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
 
 from bench.cli import main
 from bench.measure import results
+from bench.measure.benchmark import Progress, RunOptions, execute
 from bench.measure.config import Target
-from bench.measure.run import Progress, RunOptions, execute
+from tests.result_files import load_result
 from tests.scripted import FAST, KEY, read_table, result_files, run_args, scripted
 
 
@@ -69,7 +69,7 @@ def test_server_killed_mid_run_shows_the_partial_table_and_file(
         assert main(run_args(server, tmp_path, "single", "--requests", "6")) == 3
     captured = capsys.readouterr()
     (path,) = result_files(tmp_path)
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = load_result(path)
     assert document["partial"] is True
     assert document["trusted"] is False
     assert document["stopped_because"].startswith(f"EndpointUnreachable: lost {server.base_url}")
@@ -88,7 +88,7 @@ def test_interrupted_before_any_answer_is_an_interruption(tmp_path: Path) -> Non
     exit 130), not a made-up "no request succeeded", and nothing is written."""
     with scripted(tmp_path, ttft_ms=20.0, itl_ms=2000.0, content_tokens=4) as server:
         target = Target(server.base_url, KEY, "scripted", "t", "vllm", None)
-        options = RunOptions("single", (1,), 4, 40, 4, tmp_path / "results")
+        options = RunOptions("single", 4, 40, 4, tmp_path / "results")
 
         async def cancel_in_first_level() -> None:
             progress = Progress()
@@ -116,7 +116,7 @@ def test_read_timeout_limits_the_gap_and_request_timeout_the_whole(tmp_path: Pat
         argv += ["--read-timeout", "1", "--request-timeout", "10"]
         assert main(argv) == 0
     (path,) = result_files(tmp_path)
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = load_result(path)
     assert document["options"]["read_timeout_s"] == 1.0
     assert document["options"]["request_timeout_s"] == 10.0
     (level,) = document["levels"]

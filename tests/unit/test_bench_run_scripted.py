@@ -28,12 +28,13 @@ import pytest
 
 from bench.cli import main
 from bench.errors import EndpointAuthError, EndpointError, EndpointModelError, EndpointUnreachable
-from bench.measure import metrics, results
+from bench.measure import levels, metrics, results
+from bench.measure.benchmark import Progress, RunOptions, execute
 from bench.measure.config import Target
 from bench.measure.metrics import Event, RequestRecord
-from bench.measure.run import Progress, RunOptions, execute
-from bench.measure.workloads import Calibration, PromptFactory
+from bench.measure.prompts import Calibration, PromptFactory
 from tests.helpers import GROUP_VARS, REPO
+from tests.result_files import load_result
 from tests.scripted import KEY, Scripted
 
 
@@ -88,8 +89,13 @@ def _bench_isolated(server: Scripted, tmp_path: Path, *args: str) -> dict[str, A
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (results_dir / "test").glob("*.json")
-    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return document
+    return load_result(path)
+
+
+def _execute(target: Target, options: RunOptions) -> dict[str, Any]:
+    """An in-process run; returns its result file as the test tiers read it (tests/result_files.py)."""
+    _, path = asyncio.run(execute(target, options))
+    return load_result(path)
 
 
 def _target(server: Scripted, **changes: Any) -> Target:
@@ -105,8 +111,9 @@ def _target(server: Scripted, **changes: Any) -> Target:
 
 
 def _options(tmp_path: Path, concurrency: int, requests: int) -> RunOptions:
-    workload = "single" if concurrency == 1 else "sweep"
-    return RunOptions(workload, (concurrency,), requests, 64, 32, tmp_path / "results")
+    if concurrency == 1:
+        return RunOptions("single", requests, 64, 32, tmp_path / "results")
+    return RunOptions("sweep", requests, 64, 32, tmp_path / "results", settings={"concurrency": (concurrency,)})
 
 
 def _close(measured: float, truth: float) -> bool:
@@ -173,7 +180,7 @@ def test_metrics_match_the_ground_truth(isolated: Scripted, tmp_path: Path, conc
     total = max(requests, 4 * concurrency)
     assert level["requests"]["successful"] == total
     records = _records(document)
-    window = metrics.closed_loop_window(records, concurrency, results.warmup_count(total, concurrency))
+    window = metrics.closed_loop_window(records, concurrency, levels.warmup_count(total, concurrency))
     assert window is not None
     measured = [r for r in records if window.start_ns <= r.t_disp_ns <= window.end_ns]
     assert level["requests"]["measured"] == len(measured)
@@ -211,7 +218,7 @@ def test_metrics_match_the_ground_truth(isolated: Scripted, tmp_path: Path, conc
 @pytest.mark.parametrize("scripted", [{"tokens_per_event": 3, "ttft_ms": 80.0, "itl_ms": 30.0}], indirect=True)
 def test_multi_token_events_are_spread_and_flagged(scripted: Scripted, tmp_path: Path) -> None:
     """Three tokens per event (as with MTP): per-token figures come from the spread, chunks stay 30 ms."""
-    document, _ = asyncio.run(execute(_target(scripted), _options(tmp_path, 1, 6)))
+    document = _execute(_target(scripted), _options(tmp_path, 1, 6))
     (level,) = document["levels"]
     gap = _send_gap_median(scripted)  # 30 ms by the script; the truth is what the fake did
     assert _close(gap, 30.0)
@@ -225,7 +232,7 @@ def test_multi_token_events_are_spread_and_flagged(scripted: Scripted, tmp_path:
 @pytest.mark.parametrize("scripted", [{"continuous_usage": True, "tokens_per_event": 2}], indirect=True)
 def test_continuous_usage_counts_tokens_per_event(scripted: Scripted, tmp_path: Path) -> None:
     """With continuous usage each event's token count comes from the server, not from a spread."""
-    document, _ = asyncio.run(execute(_target(scripted), _options(tmp_path, 1, 4)))
+    document = _execute(_target(scripted), _options(tmp_path, 1, 4))
     (level,) = document["levels"]
     assert level["tokens"]["count_sources"] == {"server-continuous": 4}
     assert level["tokens"]["chunked_requests"] == 0
@@ -282,7 +289,7 @@ def test_interrupted_run_keeps_what_it_measured(scripted: Scripted, tmp_path: Pa
 
     asyncio.run(interrupt_after_three())
     assert progress.written is not None
-    document = json.loads(progress.written.read_text(encoding="utf-8"))
+    document = load_result(progress.written)
     assert document["partial"] is True
     assert document["trusted"] is False
     assert 3 <= document["levels"][0]["requests"]["total"] < 20
@@ -366,7 +373,7 @@ def test_cli_reads_endpoint_key_model_and_tag_from_the_fetched_deployment(script
     argv = ["--config-dir", str(checkout), "run", "single", "--requests", "4", "--input-tokens", "40"]
     assert main([*argv, "--output-tokens", "8", "--results-dir", str(results_dir)]) == 0
     (path,) = (results_dir / "v1-test").glob("*.json")
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = load_result(path)
     sources = document["environment"]["sources"]
     assert sources["base_url"] == str(host / "deployment.json")
     assert sources["api_key"] == str(host / "api_key")
@@ -394,8 +401,8 @@ def test_rate_workload_is_open_loop_with_scheduled_sends(isolated: Scripted, tmp
 @pytest.mark.parametrize("scripted", [{"ttft_ms": 20.0, "itl_ms": 2.0, "max_model_len": 4096}], indirect=True)
 def test_context_workload_grows_the_prompt_and_skips_what_does_not_fit(scripted: Scripted, tmp_path: Path) -> None:
     """Each level has its exact prompt length; a level beyond max_model_len is skipped and listed."""
-    options = RunOptions("context", (1,), 3, 64, 8, tmp_path / "results", contexts=(128, 1024, 8192))
-    document, _ = asyncio.run(execute(_target(scripted), options))
+    options = RunOptions("context", 3, 64, 8, tmp_path / "results", settings={"contexts": (128, 1024, 8192)})
+    document = _execute(_target(scripted), options)
     assert [level["tokens"]["input"]["p50"] for level in document["levels"]] == [128, 1024]
     assert document["skipped_levels"] == ["c=1, 8192 prompt tokens"]
     assert document["environment"]["max_model_len"] == 4096
@@ -405,8 +412,9 @@ def test_context_workload_grows_the_prompt_and_skips_what_does_not_fit(scripted:
 def test_agent_sessions_resend_a_growing_history(scripted: Scripted, tmp_path: Path) -> None:
     """Two sessions of three turns: each turn's prompt holds the system prompt, the earlier turns
     and the answers the server gave, so it grows by the new message plus the last answer."""
-    options = RunOptions("agent", (1,), 2, 32, 8, tmp_path / "results", sessions=2, turns=3, system_tokens=100)
-    document, _ = asyncio.run(execute(_target(scripted), options))
+    settings = {"sessions": 2, "turns": 3, "system_tokens": 100}
+    options = RunOptions("agent", 2, 32, 8, tmp_path / "results", settings=settings)
+    document = _execute(_target(scripted), options)
     (level,) = document["levels"]
     turns = level["agent_turns"]
     assert [row["turn"] for row in turns] == [0, 1, 2]
@@ -459,7 +467,7 @@ def test_ollama_native_timings_cross_check_the_stream(isolated: Scripted, tmp_pa
 
 def test_no_cross_check_when_the_server_is_not_ollama(scripted: Scripted, tmp_path: Path) -> None:
     """A server without /api/version gets no Ollama section."""
-    document, _ = asyncio.run(execute(_target(scripted, engine="unknown"), _options(tmp_path, 1, 4)))
+    document = _execute(_target(scripted, engine="unknown"), _options(tmp_path, 1, 4))
     assert "ollama_native" not in document
 
 

@@ -300,6 +300,6 @@ def test_bench_cross_check_reads_the_fakes_timings(server: FakeOllama) -> None:
     assert (root, not_root, missing) == (True, False, None)
     assert [a["eval_count"] for a in answers] == [8, 8, 8]
     check = ollama.cross_check(answers, client_decode_tps_p50=None)
-    assert check["requests"] == 3
-    assert check["warnings"] == []
-    assert 10 < check["server_decode_tps_p50"] <= 500  # one token per >= 2 ms
+    assert check.requests == 3
+    assert check.warnings == []
+    assert 10 < check.server_decode_tps_p50 <= 500  # one token per >= 2 ms

@@ -9,13 +9,17 @@ from __future__ import annotations
 import sys
 import time
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from bench.measure.gpu import GpuSampler
+from bench.measure.codec import to_json
+from bench.measure.gpu import GpuReport, GpuSampler
+from bench.measure.options import RunOptions
 from bench.measure.report import print_summary
+from bench.measure.results import Environment, RunResult
 
 
 def test_without_a_driver_the_sampler_says_so_once_and_carries_on() -> None:
@@ -26,7 +30,7 @@ def test_without_a_driver_the_sampler_says_so_once_and_carries_on() -> None:
     assert sampler.unavailable is not None
     assert sampler.unavailable.startswith("no GPU telemetry: NVML unavailable")
     assert sampler.samples == []
-    assert sampler.report(100, 10.0, 1e9) == {"available": False, "reason": sampler.unavailable}
+    assert to_json(sampler.report(100, 10.0, 1e9)) == {"available": False, "reason": sampler.unavailable}
 
 
 def _fake_pynvml() -> types.ModuleType:
@@ -70,32 +74,42 @@ def _sampled(monkeypatch: pytest.MonkeyPatch, seconds: float) -> GpuSampler:
 def test_two_gpus_give_bandwidth_energy_and_the_decode_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """448 GB/s per card; 9.75 GB of weights per card bounds decode at 46 tok/s; joules add up."""
     report = _sampled(monkeypatch, 0.3).report(output_tokens=900, single_stream_tps=32.0, weight_bytes_per_gpu=9.75e9)
-    assert report["available"] is True
-    first, second = report["gpus"]
-    assert first["bandwidth_gbs"] == pytest.approx(448.032)
-    assert first["decode_bound_tps"] == pytest.approx(448.032e9 / 9.75e9)
-    assert report["decode_fraction_of_bound"] == pytest.approx(32.0 / (448.032e9 / 9.75e9))
-    assert first["power_w_mean"] == 90.0
-    assert first["memory_used_mib_max"] == 14 * 1024
-    assert (first["throttle_reasons_seen"], second["throttle_reasons_seen"]) == (0, 4)
-    assert first["energy_j"] == pytest.approx(27.0, rel=0.35)  # ~0.3 s at 90 W
-    assert report["tokens_per_joule"] == pytest.approx(900 / (first["energy_j"] + second["energy_j"]))
-    assert first["samples"] >= 5
+    assert isinstance(report, GpuReport)
+    assert report.available is True
+    first, second = report.gpus
+    assert first.bandwidth_gbs == pytest.approx(448.032)
+    assert first.decode_bound_tps == pytest.approx(448.032e9 / 9.75e9)
+    assert report.decode_fraction_of_bound == pytest.approx(32.0 / (448.032e9 / 9.75e9))
+    assert first.power_w_mean == 90.0
+    assert first.memory_used_mib_max == 14 * 1024
+    assert (first.throttle_reasons_seen, second.throttle_reasons_seen) == (0, 4)
+    assert first.energy_j == pytest.approx(27.0, rel=0.35)  # ~0.3 s at 90 W
+    assert report.tokens_per_joule == pytest.approx(900 / (first.energy_j + second.energy_j))
+    assert first.samples >= 5
 
 
 def test_the_report_prints_power_energy_and_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """The end-of-run summary shows per-GPU power and throttling, tokens per joule and the bound."""
     sampler = _sampled(monkeypatch, 0.1)
-    document = {
-        "workload": "single",
-        "tag": "t",
-        "environment": {"model": "m", "deployment": None},
-        "levels": [],
-        "partial": False,
-        "gpu": sampler.report(output_tokens=900, single_stream_tps=32.0, weight_bytes_per_gpu=9.75e9),
-    }
+    environment = Environment("0.1.0", "3.11", "client", "http://127.0.0.1:8000/v1", "m", "vllm", {}, None, None)
+    result = RunResult(
+        schema_version=1,
+        run_id="r",
+        tag="t",
+        workload="single",
+        started_at="2026-01-01T00:00:00+00:00",
+        partial=False,
+        options=RunOptions("single", 4, 64, 8, Path("results")),
+        environment=environment,
+        calibration=None,
+        prompts=None,
+        levels=[],
+        gpu=sampler.report(output_tokens=900, single_stream_tps=32.0, weight_bytes_per_gpu=9.75e9),
+        requests_events_gzip_b64="",
+        trusted=True,
+    )
     console = Console(record=True, width=200)
-    print_summary(console, document)
+    print_summary(console, result)
     text = console.export_text()
     assert "GPU 1 NVIDIA GeForce RTX 5060 Ti: 90.0 W mean" in text
     assert "throttle reasons 0x4" in text

@@ -3,7 +3,6 @@ the help of `bench run`, and the progress bar's level labels."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 
 from bench.cli import main
+from tests.result_files import load_result
 from tests.scripted import FAST, read_table, result_files, run_args, scripted
 
 COLUMNS = ["level", "in", "ok", "TTFT p50", "TPOT p50", "tok/s p50", "out tok/s", "trusted"]
@@ -61,7 +61,7 @@ def test_summary_table_cells_are_the_result_files_numbers(
         assert main(run_args(server, tmp_path, flags[0], *flags[1:])) == code
     out = capsys.readouterr().out
     (path,) = result_files(tmp_path)
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = load_result(path)
     header, rows = read_table(out)
     assert header == COLUMNS
     assert len(rows) == len(document["levels"]) >= 1
@@ -78,7 +78,7 @@ def test_failed_requests_are_listed_by_kind_under_the_table(tmp_path: Path, caps
         assert main(run_args(server, tmp_path, "single", "--requests", "8")) == 3
     captured = capsys.readouterr()
     (path,) = result_files(tmp_path)
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = load_result(path)
     (level,) = document["levels"]
     kinds = {"context_overflow": 1, "http_500": 1, "malformed": 1, "truncated": 1}
     assert level["requests"]["errors_by_kind"] == kinds

@@ -52,17 +52,17 @@ AFTER = (
 def test_counters_sum_over_labels_and_deltas_are_exact() -> None:
     """Counters summed over finished_reason; deltas between two scrapes; absent ones are None."""
     deltas = server.counter_deltas(server.parse(BEFORE), server.parse(AFTER))
-    assert deltas["requests_succeeded"] == 4.0
-    assert deltas["prefix_cache_queries"] == 2000.0
-    assert deltas["preemptions"] is None  # not in the exposition: unknown, not zero
+    assert deltas.requests_succeeded == 4.0
+    assert deltas.prefix_cache_queries == 2000.0
+    assert deltas.preemptions is None  # not in the exposition: unknown, not zero
 
 
 def test_derived_rates_follow_the_metric_definitions() -> None:
     """Hit rate = hits/queries; acceptance = accepted/draft tokens; mean length = 1 + accepted/drafts."""
     derived = server.derived(server.counter_deltas(server.parse(BEFORE), server.parse(AFTER)))
-    assert derived["prefix_cache_hit_rate"] == pytest.approx(0.5)
-    assert derived["spec_decode_acceptance_rate"] == pytest.approx(0.75)
-    assert derived["spec_decode_mean_acceptance_length"] == pytest.approx(2.5)
+    assert derived.prefix_cache_hit_rate == pytest.approx(0.5)
+    assert derived.spec_decode_acceptance_rate == pytest.approx(0.75)
+    assert derived.spec_decode_mean_acceptance_length == pytest.approx(2.5)
 
 
 def test_cache_config_labels_are_kept() -> None:
@@ -72,16 +72,16 @@ def test_cache_config_labels_are_kept() -> None:
 
 def test_bucketed_ttft_percentiles_interpolate_within_buckets() -> None:
     """Two requests in (0.1, 0.2], two in (0.2, 0.4]: p50 at 200 ms, p90 at 360 ms, as histogram_quantile."""
-    stats = server.histogram_stats(server.parse(BEFORE), server.parse(AFTER))["ttft_ms"]
+    stats = server.histogram_stats(server.parse(BEFORE), server.parse(AFTER)).ttft_ms
     assert stats is not None
-    assert stats["n"] == 4
-    assert stats["p50"] == pytest.approx(200.0)
-    assert stats["p90"] == pytest.approx(360.0)
-    assert stats["p99"] is None  # fewer than 100 samples
+    assert stats.n == 4
+    assert stats.p50 == pytest.approx(200.0)
+    assert stats.p90 == pytest.approx(360.0)
+    assert stats.p99 is None  # fewer than 100 samples
 
 
 def test_gauge_statistics() -> None:
     """Gauges sampled during a run give mean and max; absent gauges are None."""
     stats = server.gauge_stats([server.parse(BEFORE), server.parse(BEFORE.replace("} 0.25", "} 0.75"))])
-    assert stats["kv_cache_usage"] == {"mean": 0.5, "max": 0.75, "n": 2.0}
-    assert stats["requests_waiting"] is None
+    assert stats.kv_cache_usage == server.GaugeStats(mean=0.5, max=0.75, n=2.0)
+    assert stats.requests_waiting is None

@@ -30,29 +30,41 @@ import httpx
 from bench.errors import EndpointProtocolError
 from bench.measure import server
 from bench.measure.client import ChatClient
+from bench.measure.codec import JsonObject
 from bench.measure.metrics import RequestRecord
-from bench.measure.workloads import AgentScript, Calibration, PromptFactory
+from bench.measure.prompts import AgentScript, Calibration, PromptFactory
+from bench.measure.server import Counters, ServerReport
 
 CALIBRATION_WORDS = (16, 80)
 
 
 @dataclass(frozen=True, slots=True)
 class LevelSpec:
-    """One level: closed loop at ``concurrency``, or open loop at ``rate`` requests per second
-    (Poisson arrivals; ``concurrency`` then caps the requests in flight), and the request shape."""
+    """One level and the shape of its requests. How many are in flight has one name per kind of
+    level: ``streams`` for a closed loop, ``max_in_flight`` for an open loop at ``rate``, and
+    ``sessions_at_once`` for agent sessions; :attr:`in_flight` is whichever applies."""
 
-    concurrency: int
     requests: int
     input_tokens: int
     output_tokens: int
     fixed_output: bool = True  # ask for exactly output_tokens (min_tokens + ignore_eos)
     temperature: float = 0.0
-    rate: float | None = None
     seed: int = 0
+    streams: int = 1  # closed loop: requests kept in flight, each sent when the last one finished
+    rate: float | None = None  # open loop: Poisson arrivals, requests per second
+    max_in_flight: int | None = None  # open loop: cap on requests in flight (the rest wait as client queue)
+    sessions_at_once: int | None = None  # agent: sessions run at a time, each one request in flight
+
+    @property
+    def in_flight(self) -> int:
+        """The most requests this level keeps in flight (the ``concurrency`` of its result)."""
+        if self.rate is not None:
+            return self.max_in_flight or 1
+        return self.sessions_at_once or self.streams
 
     @property
     def label(self) -> str:
-        return f"{self.rate:g} req/s" if self.rate is not None else f"c={self.concurrency}"
+        return f"{self.rate:g} req/s" if self.rate is not None else f"c={self.in_flight}"
 
 
 @dataclass(slots=True)
@@ -63,9 +75,9 @@ class LevelRun:
     records: list[RequestRecord] = field(default_factory=list)
     started_ns: int = 0
     ended_ns: int = 0
-    server: dict[str, Any] = field(default_factory=dict)
+    server: ServerReport | None = None  # set when the level's closing scrape is done
     complete: bool = False
-    per_request_server: dict[int, dict[str, float | None]] = field(default_factory=dict)
+    per_request_server: dict[int, Counters] = field(default_factory=dict)
 
 
 async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
@@ -83,8 +95,8 @@ async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
     return Calibration.from_probes(points[0], points[1])
 
 
-def _extra_body(spec: LevelSpec) -> dict[str, Any]:
-    body: dict[str, Any] = {"temperature": spec.temperature}
+def _extra_body(spec: LevelSpec) -> JsonObject:
+    body: JsonObject = {"temperature": spec.temperature}
     if spec.fixed_output:
         # vLLM and llama.cpp honour these; servers that do not are caught by the length check.
         body.update({"min_tokens": spec.output_tokens, "ignore_eos": True})
@@ -163,7 +175,7 @@ async def _together(coroutines: list[Coroutine[Any, Any, None]]) -> None:
 
 
 async def _closed_loop(spec: LevelSpec, first: int, one: Callable[[int], Awaitable[None]]) -> None:
-    """``concurrency`` workers, each sending its next request when its last one finished."""
+    """``streams`` workers, each sending its next request when its last one finished."""
     counter = itertools.count(first)
     last = first + spec.requests
 
@@ -171,15 +183,15 @@ async def _closed_loop(spec: LevelSpec, first: int, one: Callable[[int], Awaitab
         while (index := next(counter)) < last:
             await one(index)
 
-    await _together([worker() for _ in range(spec.concurrency)])
+    await _together([worker() for _ in range(spec.streams)])
 
 
 async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awaitable[None]]) -> None:
     """Poisson arrivals at ``rate``: each request is sent at its scheduled time (or as soon as one
-    of ``concurrency`` slots frees up; the wait is recorded as client queue time)."""
+    of ``max_in_flight`` slots frees up; the wait is recorded as client queue time)."""
     assert spec.rate is not None
     generator = random.Random(spec.seed)
-    slots = asyncio.Semaphore(spec.concurrency)
+    slots = asyncio.Semaphore(spec.in_flight)
     start = time.perf_counter_ns()
     offset = 0.0
 
@@ -197,7 +209,7 @@ async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awai
 
 @dataclass(frozen=True, slots=True)
 class AgentSpec:
-    """The agent workload: ``sessions`` sessions of ``turns`` turns, ``concurrency`` at a time."""
+    """The agent workload: ``sessions`` sessions of ``turns`` turns (the level says how many at once)."""
 
     sessions: int
     turns: int
@@ -224,7 +236,7 @@ async def run_agent(
     )
     body = _extra_body(spec)
     http = client.http
-    per_request = metrics_url is not None and spec.concurrency == 1
+    per_request = metrics_url is not None and spec.in_flight == 1
     sessions = iter(range(agent.sessions))
 
     async def session(number: int) -> None:
@@ -251,4 +263,4 @@ async def run_agent(
 
     # Per-request scrapes already bracket every request; no background sampler beside them.
     async with _measured(level, http, metrics_url, sample=False):
-        await _together([worker() for _ in range(spec.concurrency)])
+        await _together([worker() for _ in range(spec.in_flight)])
