@@ -47,3 +47,14 @@ def test_a_value_the_role_spec_refuses_stops_the_role(role: str, knob: str, valu
     name, _, message = run.failed_tasks[0]
     assert name.startswith(f"{role} : Validating arguments against arg spec 'main'"), name
     assert knob in message, message
+
+
+def test_site_with_tags_preflight_runs_the_checks_only(tmp_path: Path) -> None:
+    """`site.yml --tags preflight` runs preflight and the roles' argument checks (tagged always) and
+    nothing else; every value those checks read exists at that point (no registered result of a skipped task)."""
+    run = run_playbook("site.yml", flags=("--tags", "preflight"), tmp_path=tmp_path)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert run.changed == 0
+    checks = [name for name in run.task_names if name.startswith("preflight : ") or "Validating arguments" in name]
+    assert checks == run.task_names
+    assert any(name.startswith("watchdog : Validating arguments") for name in run.task_names)
