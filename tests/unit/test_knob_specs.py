@@ -218,3 +218,12 @@ def test_each_role_readme_says_where_its_knobs_are_typed() -> None:
     for role in knob_roles():
         readme = (REPO / "roles" / role / "README.md").read_text(encoding="utf-8")
         assert "meta/argument_specs.yml" in readme, role
+
+
+def test_the_readme_says_where_each_knob_is_typed() -> None:
+    """The variable reference's "typed in" column names the role (and a non-main entry point) of each knob's spec."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Variable reference", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \|.*\| `([a-z_]+)`( \(([a-z_]+)\))? \|$", section, flags=re.MULTILINE)
+    documented = {name: (role, entry or "main") for name, role, _, entry in rows}
+    assert documented == {name: _entry_of(name) for name in knob_names()}
