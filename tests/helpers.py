@@ -16,6 +16,9 @@ from typing import Any
 
 import yaml
 
+from bench.rig.specs import knob_spec as merge_knob_spec
+from bench.rig.specs import load_specs
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 FAKES = REPO / "tests" / "fakes"
@@ -41,6 +44,7 @@ class PlaybookRun:
     stats: dict[str, dict[str, int]]
     failed_tasks: list[tuple[str, str, str]]  # (task name, task path, message)
     changed_tasks: list[str]  # names of the tasks that reported a change
+    task_names: list[str]  # names of the tasks that ran on a host and were not skipped
 
     @property
     def changed(self) -> int:
@@ -100,7 +104,14 @@ def run_playbook(
         for result in task["hosts"].values()
         if result.get("changed")
     ]
-    return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed, changed)
+    ran = [
+        task["task"]["name"]
+        for play in report["plays"]
+        for task in play["tasks"]
+        for result in task["hosts"].values()
+        if not result.get("skipped")
+    ]
+    return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed, changed, ran)
 
 
 def playbook_dump(
@@ -123,6 +134,22 @@ def group_vars() -> dict[str, dict[str, Any]]:
 def knob_names() -> set[str]:
     """Every knob defined in group_vars/all."""
     return {name for document in group_vars().values() for name in document}
+
+
+def knob_roles() -> list[str]:
+    """The roles whose argument specs type the knobs, as preflight lists them (its vars/main.yml)."""
+    role_vars = yaml.safe_load((REPO / "roles" / "preflight" / "vars" / "main.yml").read_text(encoding="utf-8"))
+    return list(role_vars["_preflight_knob_roles"])
+
+
+def knob_documents() -> dict[str, dict[str, Any]]:
+    """Each knob role's parsed meta/argument_specs.yml, by role name."""
+    return load_specs(REPO / "roles", knob_roles())
+
+
+def knob_spec() -> dict[str, dict[str, Any]]:
+    """Every knob's option spec, merged from the roles as preflight merges them."""
+    return merge_knob_spec(knob_documents())
 
 
 def load_file_module(path: Path, name: str) -> ModuleType:

@@ -12,7 +12,7 @@ from bench.errors import ConfigError
 from bench.rig import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, ENGINES_BY_NAME
 from bench.rig.engines import engine_units
 from bench.rig.rules import HOST_KNOBS, PORT_KNOBS
-from tests.helpers import REPO, group_vars
+from tests.helpers import REPO, group_vars, knob_spec
 
 
 def _load(path: str) -> Any:
@@ -39,9 +39,8 @@ def test_the_default_engine_is_group_vars_inference_engine() -> None:
 
 
 def test_the_preflight_spec_offers_exactly_the_table() -> None:
-    """The argument spec's choices for inference_engine (literal, as Ansible needs) are the table's names."""
-    spec = _load("roles/preflight/meta/argument_specs.yml")["argument_specs"]["config"]["options"]
-    assert tuple(spec["inference_engine"]["choices"]) == ENGINE_NAMES
+    """The knob spec's choices for inference_engine (literal, as Ansible needs) are the table's names."""
+    assert tuple(knob_spec()["inference_engine"]["choices"]) == ENGINE_NAMES
 
 
 @pytest.mark.parametrize("engine", ENGINES, ids=ENGINE_NAMES)

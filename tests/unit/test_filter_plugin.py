@@ -43,6 +43,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_disk_errors",
                 "llmrig_engine_units",
                 "llmrig_env_file",
+                "llmrig_knob_spec",
                 "llmrig_public_env",
                 "llmrig_resolve",
                 "llmrig_vllm_args",

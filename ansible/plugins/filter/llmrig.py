@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench.rig import artifacts, engines, rules, startup, validation, values, vllm_flags
+    from bench.rig import artifacts, engines, rules, specs, startup, validation, values, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench.rig import artifacts, engines, rules, startup, validation, values, vllm_flags
+    from bench.rig import artifacts, engines, rules, specs, startup, validation, values, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +51,12 @@ def llmrig_engine_units(scope: str) -> dict[str, str]:
     """Engine name to systemd unit from bench's engine table (bench.rig.engines): ``'all' |
     llmrig_engine_units`` for every engine, an engine's name for that one alone."""
     return engines.engine_units(str(scope))
+
+
+def llmrig_knob_spec(roles: list[str], roles_dir: str) -> dict[str, dict[str, Any]]:
+    """Every knob's option spec, merged from the argument specs of ``roles`` under ``roles_dir``
+    (bench.rig.specs.knob_spec); a knob that two roles specify is an error."""
+    return specs.knob_spec(specs.load_specs(Path(roles_dir), [str(role) for role in roles]))
 
 
 def llmrig_dial_host(address: str, instead: str = "127.0.0.1") -> str:
@@ -103,6 +109,7 @@ class FilterModule:
             "llmrig_dial_host": llmrig_dial_host,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_engine_units": llmrig_engine_units,
+            "llmrig_knob_spec": llmrig_knob_spec,
             "llmrig_vllm_args": llmrig_vllm_args,
             "llmrig_vllm_env": llmrig_vllm_env,
             "llmrig_env_file": llmrig_env_file,
