@@ -62,7 +62,9 @@ DEFAULTS: dict[str, Any] = {
     "error_message": "scripted failure",
     "status_above_max_tokens": 0,  # answer ``status`` only to requests with max_tokens above this
     "ollama": False,
-    "stagger_ms": 0,  # delay stream k's schedule by (k mod stagger_ms) ms: streams out of lockstep
+    # Streams out of lockstep: stream k's schedule is delayed by (k mod stagger_slots) * stagger_step_ms.
+    "stagger_slots": 0,
+    "stagger_step_ms": 1.0,
     "truncate_after": None,
     "malformed_after": None,
     "die_after": None,
@@ -117,8 +119,8 @@ async def _stream(
     """Stream one scripted answer; False when the connection was dropped on purpose."""
     max_tokens = int(request.get("max_tokens") or 1 << 30)
     prompt_tokens = _prompt_tokens(request, scenario)
-    if scenario["stagger_ms"]:
-        arrived_ns += (next(STREAMS) % int(scenario["stagger_ms"])) * 1_000_000
+    if scenario["stagger_slots"]:
+        arrived_ns += round((next(STREAMS) % int(scenario["stagger_slots"])) * float(scenario["stagger_step_ms"]) * 1e6)
     content = " ".join(str(message.get("content", "")) for message in request.get("messages", []))
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
     base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": scenario["model"]}
