@@ -1,5 +1,5 @@
 """Where the planner's inputs come from: the knobs (group_vars or preflight), a deployment.json,
-or a Hugging Face config.json. One :class:`~bench.rig.plan.Setup` per source, no arithmetic here."""
+or a Hugging Face config.json. One :class:`~bench.rig.plan_math.Setup` per source, no arithmetic here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.rig.plan import PlanError, Setup
+from bench.rig.plan_math import PlanError, Setup
 from bench.rig.presets import Architecture, LinearAttention
 from bench.rig.values import truthy
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bench.rig.presets import load_presets
-from bench.rig.rules import GIB, rule_disk
+from bench.rig.rules.host import rule_disk
+from bench.rig.rules.knobs import GIB
 from tests.helpers import GROUP_VARS, group_vars, run_playbook
 
 PRESET = "qwen3.8-27b-w4a16"

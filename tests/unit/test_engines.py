@@ -11,7 +11,7 @@ import yaml
 from bench.errors import ConfigError
 from bench.rig import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, ENGINES_BY_NAME
 from bench.rig.engines import engine_units
-from bench.rig.rules import HOST_KNOBS, PORT_KNOBS
+from bench.rig.rules.network import HOST_KNOBS, PORT_KNOBS
 from tests.helpers import REPO, group_vars, knob_spec
 
 

@@ -55,6 +55,21 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
     assert origin == str(REPO / "bench" / "__init__.py")
 
 
+def test_plugin_loads_nothing_of_the_harness_or_the_cli(tmp_path: Path) -> None:
+    """Loading the plugin, and with it bench's package root, imports no module of bench.measure or bench.cli."""
+    script = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('llmrig_filters', {str(PLUGIN)!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "print(sorted(name for name in sys.modules if name.startswith(('bench.measure', 'bench.cli'))))\n"
+        "print(sorted(name for name in sys.modules if name.startswith('bench.rig')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    outside, rig = done.stdout.splitlines()
+    assert outside == "[]"
+    assert "'bench.rig.rules.host'" in rig
+
+
 def test_filters_render_problems(rendered_gpu: dict[str, Any]) -> None:
     """llmrig_check returns rendered 'variable: message' lines split by severity."""
     llmrig = load_file_module(PLUGIN, "llmrig_filters")

@@ -80,7 +80,7 @@ def rule_reads() -> frozenset[str]:
     """The knobs named by a string constant in bench/rig (the rules preflight runs)."""
     knobs = knob_names()
     found: set[str] = set()
-    for path in sorted((REPO / "bench" / "rig").glob("*.py")):
+    for path in sorted((REPO / "bench" / "rig").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in knobs:
                 found.add(node.value)

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from bench.rig import validation
-from bench.rig.rules import RULES, Problem
+from bench.rig.problems import Problem
+from bench.rig.rules import RULES
 
 QWEN3_32B = {
     "model": "qwen3-32b-awq",

@@ -8,7 +8,7 @@ import pytest
 
 from bench.rig import dial_host
 from bench.rig.plan_inputs import setup_from_knobs
-from bench.rig.rules import as_bool
+from bench.rig.rules.knobs import as_bool
 from bench.rig.values import TRUE_STRINGS, truthy
 from bench.rig.vllm_flags import serve_args
 

@@ -1,0 +1,58 @@
+"""The cross-field rules, one function each, collected in :data:`RULES`.
+
+Each rule reads the rendered knobs (``group_vars/all`` after overrides), the host facts from
+the ``llmrig_host_facts`` module, the resolved device (``cuda`` or ``cpu``) and the preset, and
+returns the problems it finds. Types and choices are the argument specs' job; these rules cover
+what a single variable's type cannot say.
+
+One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
+:mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan) and
+:mod:`~bench.rig.rules.network` (ports, bind addresses, secrets), all reading their inputs
+through :mod:`~bench.rig.rules.knobs`.
+"""
+
+from __future__ import annotations
+
+from bench.rig.rules.engine import (
+    rule_batching,
+    rule_context,
+    rule_engine_serves_preset,
+    rule_mtp,
+    rule_parsers,
+    rule_pinned_revision,
+    rule_quantization,
+)
+from bench.rig.rules.host import (
+    disk_problem,
+    rule_cpu_memory,
+    rule_device_flags,
+    rule_disk,
+    rule_host_os,
+    rule_kv_cache_dtype,
+    rule_kv_plan,
+    rule_parallelism,
+)
+from bench.rig.rules.knobs import Rule, gpus
+from bench.rig.rules.network import rule_network, rule_ports, rule_secrets
+
+__all__ = ["RULES", "Rule", "disk_problem", "gpus"]
+
+RULES: tuple[Rule, ...] = (
+    rule_host_os,
+    rule_engine_serves_preset,
+    rule_parallelism,
+    rule_parsers,
+    rule_quantization,
+    rule_batching,
+    rule_mtp,
+    rule_context,
+    rule_disk,
+    rule_ports,
+    rule_kv_cache_dtype,
+    rule_device_flags,
+    rule_cpu_memory,
+    rule_network,
+    rule_secrets,
+    rule_pinned_revision,
+    rule_kv_plan,
+)

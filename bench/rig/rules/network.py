@@ -1,0 +1,92 @@
+"""Rules on what listens and what it is given: ports, bind addresses and client CIDRs, and the
+secrets (the API key, and no secret on an engine's command line)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from bench.rig.engines import ENGINES
+from bench.rig.presets import Preset
+from bench.rig.problems import Problem
+from bench.rig.rules.knobs import Host, Knobs, as_int, as_str, err
+
+# Every service that listens: the engines of the table, then Open WebUI.
+PORT_KNOBS = (*(engine.port_knob for engine in ENGINES), "open_webui_port")
+HOST_KNOBS = (*(engine.host_knob for engine in ENGINES), "open_webui_host")
+
+
+def rule_ports(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """Every service has its own port."""
+    problems: list[Problem] = []
+    owners: dict[int, str] = {}
+    for knob in PORT_KNOBS:
+        port = as_int(knobs, knob)
+        if port is None or not 1 <= port <= 65535:
+            problems += err(knob, f"must be a TCP port (1-65535), got {knobs.get(knob)!r}")
+            continue
+        if port in owners:
+            problems += err(knob, f"port {port} is already taken by {owners[port]}; give {knob} another port")
+        owners.setdefault(port, knob)
+    return problems
+
+
+def _is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """Bind addresses parse; anything off loopback is limited to the allowed client CIDRs."""
+    problems: list[Problem] = []
+    cidrs = knobs.get("llmrig_allowed_client_cidrs")
+    if not isinstance(cidrs, list):
+        return err("llmrig_allowed_client_cidrs", "must be a list of CIDRs such as 192.168.1.0/24")
+    for cidr in cidrs:
+        try:
+            ipaddress.ip_network(str(cidr), strict=False)
+        except ValueError:
+            problems += err("llmrig_allowed_client_cidrs", f"{cidr!r} is not a CIDR such as 192.168.1.0/24")
+    for knob in HOST_KNOBS:
+        address = as_str(knobs, knob)
+        if address != "localhost":
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                problems += err(
+                    knob, f"{address!r} is not an IP address (use 127.0.0.1, 0.0.0.0 or an address of this host)"
+                )
+                continue
+        if not _is_loopback(address) and not cidrs:
+            problems += err(
+                "llmrig_allowed_client_cidrs",
+                f"is empty but {knob} is {address}, off loopback; list the client networks, or bind to 127.0.0.1",
+            )
+    return problems
+
+
+# Engine flags that take a secret: on a command line it shows in ps, the journal and deployment.json.
+SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
+
+
+def rule_secrets(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """A supplied API key is long enough to mean something (empty = generated on the host), and
+    no secret rides on an engine's command line through the extra-argument knobs."""
+    problems: list[Problem] = []
+    key = knobs.get("llmrig_api_key") or ""
+    if key and (len(str(key)) < 16 or re.search(r"\s", str(key))):
+        problems += err("llmrig_api_key", "must be at least 16 characters without spaces, or empty to generate one")
+    for knob in ("vllm_extra_args", "llamacpp_extra_args"):
+        for arg in knobs.get(knob) or []:
+            flag = str(arg).split("=", 1)[0]
+            if flag in SECRET_FLAGS:
+                problems += err(
+                    knob,
+                    f"{flag} would put a secret on the command line (ps, the journal, deployment.json); "
+                    "set llmrig_api_key / llmrig_hf_token instead, which reach the engine from 0600 files",
+                )
+    return problems
