@@ -4,7 +4,11 @@
 
     BenchError                 base class; the CLI maps it to an exit code and one line
     ├── ConfigError            a setting (group_vars knob, preset, flag) is missing or wrong (exit 2)
-    │   └── PresetError        a model preset is malformed or unknown
+    │   ├── PresetError        a model preset is malformed or unknown
+    │   └── PlanError          a setting the KV planner cannot model
+    ├── ShapeError             a JSON value does not fit the type it is read as; ``path`` says where
+    │                              (raised by the codec, turned into ResultFileError or ConfigError by
+    │                              whoever knows the file or the flag)
     ├── ResultFileError        a result file cannot be read: not JSON, another schema_version, or
     │                              not the shape of a result (exit 2)
     └── EndpointError          the served endpoint misbehaves (exit 3; also a finished run in which
@@ -32,6 +36,19 @@ class ConfigError(BenchError):
 
 class PresetError(ConfigError):
     """Raised when a model preset is unknown or lacks a field, or a field has the wrong type."""
+
+
+class PlanError(ConfigError):
+    """Raised when the KV planner cannot model a setting; the message names the variable."""
+
+
+class ShapeError(BenchError):
+    """Raised when a JSON value does not fit the type it is read as; ``path`` says where
+    (``levels[0].latency``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path or 'the document'}: {message}")
+        self.path = path
 
 
 class ResultFileError(BenchError):

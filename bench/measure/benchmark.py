@@ -226,7 +226,7 @@ async def _ollama_cross_check(
     state.environment = replace(state.environment, engine="ollama")
     prompts, calibration = shape
     words = calibration.words_for(spec.input_tokens)
-    answers = []
+    answers: list[ollama.NativeTimings] = []
     for number in range(ollama.CROSS_CHECK_REQUESTS):
         messages = prompts.messages(20_000_000 + number, words)
         answer = await ollama.native_chat(client.http, root, client.endpoint.model, messages, spec.output_tokens)

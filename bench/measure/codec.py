@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar, Union, get_args, get_origin
 
+from bench.errors import ShapeError
+
 if TYPE_CHECKING:
     JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 else:  # at run time a marker only: a field of this type is any JSON, copied as it is
@@ -36,14 +38,6 @@ JsonObject: TypeAlias = dict[str, JsonValue]
 
 OMIT_IF_NONE: Mapping[str, bool] = {"omit_if_none": True}
 T = TypeVar("T")
-
-
-class ShapeError(ValueError):
-    """A JSON value that does not fit the type it is read as; ``path`` says where (``levels[0].latency``)."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path or 'the document'}: {message}")
-        self.path = path
 
 
 def _omitted(item: dataclasses.Field[object]) -> bool:

@@ -42,10 +42,37 @@ class OllamaCrossCheck:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class NativeTimings:
+    """The server-side counts and durations (nanoseconds) of one answered /api/chat request."""
+
+    eval_count: float
+    eval_duration_ns: float
+    prompt_eval_count: float
+    prompt_eval_duration_ns: float
+    load_duration_ns: float
+
+    @classmethod
+    def from_answer(cls, answer: JsonObject) -> NativeTimings:
+        """Read an /api/chat answer; a missing or non-numeric field counts as 0 (no speed from it)."""
+
+        def number(key: str) -> float:
+            value: JsonValue = answer.get(key)
+            return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+        return cls(
+            number("eval_count"),
+            number("eval_duration"),
+            number("prompt_eval_count"),
+            number("prompt_eval_duration"),
+            number("load_duration"),
+        )
+
+
 async def native_chat(
     http: httpx.AsyncClient, root: str, model: str, messages: list[dict[str, str]], max_tokens: int
-) -> JsonObject | None:
-    """One non-streamed /api/chat request; its final object (with the timings), or None on failure."""
+) -> NativeTimings | None:
+    """One non-streamed /api/chat request; the timings of its final object, or None on failure."""
     body: JsonObject = {
         "model": model,
         "messages": [dict(message) for message in messages],
@@ -62,24 +89,18 @@ async def native_chat(
         answer = response.json()
     except ValueError:
         return None
-    return answer if isinstance(answer, dict) else None
+    return NativeTimings.from_answer(answer) if isinstance(answer, dict) else None
 
 
-def _number(answer: JsonObject, key: str) -> float:
-    value: JsonValue = answer.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+def _speeds(pairs: list[tuple[float, float]]) -> list[float]:
+    return [tokens / nanoseconds * 1e9 for tokens, nanoseconds in pairs if tokens and nanoseconds]
 
 
-def cross_check(answers: list[JsonObject], client_decode_tps_p50: float | None) -> OllamaCrossCheck:
+def cross_check(answers: list[NativeTimings], client_decode_tps_p50: float | None) -> OllamaCrossCheck:
     """Ollama's server-side decode and prefill speeds, and bench's client-side decode speed over them."""
-
-    def speeds(count: str, duration: str) -> list[float]:
-        pairs = [(_number(a, count), _number(a, duration)) for a in answers]
-        return [tokens / nanoseconds * 1e9 for tokens, nanoseconds in pairs if tokens and nanoseconds]
-
-    decode = speeds("eval_count", "eval_duration")
-    prefill = speeds("prompt_eval_count", "prompt_eval_duration")
-    loads = [_number(a, "load_duration") / 1e6 for a in answers]
+    decode = _speeds([(a.eval_count, a.eval_duration_ns) for a in answers])
+    prefill = _speeds([(a.prompt_eval_count, a.prompt_eval_duration_ns) for a in answers])
+    loads = [a.load_duration_ns / 1e6 for a in answers]
     server = metrics.percentile(decode, 0.5) if decode else None
     warnings = []
     if loads and max(loads) > COLD_LOAD_MS:

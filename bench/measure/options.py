@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.errors import ConfigError
-from bench.measure.codec import JsonObject, JsonValue, ShapeError, read_as, schema_for, to_json
+from bench.errors import ConfigError, ShapeError
+from bench.measure.codec import JsonObject, JsonValue, read_as, schema_for, to_json
 from bench.measure.loops import LevelSpec
 from bench.measure.workloads import DEFAULT_CONTEXTS, WORKLOADS, Option, OptionValue
 

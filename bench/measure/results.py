@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from bench.errors import ResultFileError
-from bench.measure.codec import OMIT_IF_NONE, JsonObject, ShapeError, from_json, to_json_object
+from bench.errors import ResultFileError, ShapeError
+from bench.measure.codec import OMIT_IF_NONE, JsonObject, from_json, to_json_object
 from bench.measure.gpu import GpuAbsent, GpuReport
 from bench.measure.metrics import RequestRecord, Summary
 from bench.measure.ollama import OllamaCrossCheck

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from bench.errors import PlanError
 from bench.rig.plan_math import (
     BLOCK_SIZE,
     GIB,
@@ -41,7 +42,6 @@ from bench.rig.plan_math import (
     MIB,
     STATE_DTYPE_BYTES,
     Group,
-    PlanError,
     Setup,
     block_size,
     capacity,

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.errors import ConfigError
-from bench.rig.plan_math import PlanError, Setup
+from bench.errors import ConfigError, PlanError
+from bench.rig.plan_math import Setup
 from bench.rig.presets import Architecture, LinearAttention
 from bench.rig.values import truthy
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.errors import ConfigError
+from bench.errors import PlanError
 from bench.rig.presets import Architecture
 
 GIB = 1024**3
@@ -37,10 +37,6 @@ RESERVE_MTP_GIB = 0.25
 KV_DTYPE_BYTES = {"auto": 2, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
 MODEL_DTYPE_BYTES = 2  # every preset runs bf16 activations (the DeltaNet conv state too)
-
-
-class PlanError(ConfigError):
-    """A setting the planner cannot model (the message names the variable)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -284,7 +284,7 @@ def test_sigterm_stops_serve_with_exit_code_0(server: FakeOllama) -> None:
 # bench's Ollama cross-check against the fake ---------------------------------------------------
 
 
-async def _bench_cross_check(url: str) -> tuple[bool, bool, dict[str, Any] | None, list[dict[str, Any]]]:
+async def _bench_cross_check(url: str) -> tuple[bool, bool, ollama.NativeTimings | None, list[ollama.NativeTimings]]:
     """bench.measure.ollama's calls: is_ollama on the root and on /v1, native_chat to a missing and a pulled model."""
     async with httpx.AsyncClient(timeout=10.0) as http:
         root, not_root = await ollama.is_ollama(http, url), await ollama.is_ollama(http, f"{url}/v1")
@@ -298,7 +298,8 @@ def test_bench_cross_check_reads_the_fakes_timings(server: FakeOllama) -> None:
     server.pull()
     root, not_root, missing, answers = asyncio.run(_bench_cross_check(server.url))
     assert (root, not_root, missing) == (True, False, None)
-    assert [a["eval_count"] for a in answers] == [8, 8, 8]
+    assert [a.eval_count for a in answers] == [8, 8, 8]
+    assert all(a.eval_duration_ns > 0 and a.prompt_eval_count > 0 for a in answers)
     check = ollama.cross_check(answers, client_decode_tps_p50=None)
     assert check.requests == 3
     assert check.warnings == []

@@ -8,7 +8,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from bench.rig.plan import PlanError, plan
+from bench.errors import PlanError
+from bench.rig.plan import plan
 from bench.rig.plan_inputs import setup_from_knobs
 from bench.rig.presets import Preset
 from bench.rig.problems import Problem
