@@ -11,14 +11,13 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
 from bench.errors import ConfigError
 from bench.measure.config import find_deployment
+from bench.rig import literal_knobs
 from bench.rig.plan import Plan, Setup, plan
 from bench.rig.plan_inputs import (
     DEVICE_DEFAULTS,
@@ -55,7 +54,7 @@ exit status: 0 the plan fits (warnings included), 4 vLLM could not start with it
 """
 
 
-def add_parser(commands: Any) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``bench plan``."""
     parser = commands.add_parser(
         "plan",
@@ -110,18 +109,9 @@ def add_parser(commands: Any) -> None:
     )
 
 
-def _group_vars(config_dir: Path) -> dict[str, Any]:
-    """Literal knobs of group_vars/all (Jinja-valued ones are left out)."""
-    knobs: dict[str, Any] = {}
-    for path in sorted(config_dir.glob("*.yml")):
-        document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        knobs.update({key: value for key, value in document.items() if "{{" not in str(value)})
-    return knobs
-
-
-def _knobs(args: argparse.Namespace, config_dir: Path, serve: tuple[int, int]) -> dict[str, Any]:
+def _knobs(args: argparse.Namespace, config_dir: Path, serve: tuple[int, int]) -> dict[str, object]:
     """group_vars, then the device's rendered defaults, then the flags."""
-    knobs = _group_vars(config_dir)
+    knobs = literal_knobs(config_dir)
     knobs.update(DEVICE_DEFAULTS[args.device])
     knobs.setdefault("vllm_max_model_len", serve[0])
     knobs.setdefault("vllm_max_num_seqs", serve[1])
@@ -146,9 +136,9 @@ def _model(args: argparse.Namespace, config_dir: Path) -> tuple[str, Architectur
             raise ConfigError("--weights-gb: needed with --config-json on cuda (the checkpoint size in GB)")
         return args.config_json, arch, native or 32768, args.weights_gb or 0.0, (native or 32768, 8)
     presets = load_presets(config_dir / "models.yml")
-    name = args.preset or str(_group_vars(config_dir).get("model", "auto"))
+    name = args.preset or str(literal_knobs(config_dir).get("model", "auto"))
     if name == "auto":
-        name = str(_group_vars(config_dir)[f"model_auto_{args.device}"])
+        name = str(literal_knobs(config_dir)[f"model_auto_{args.device}"])
     if name not in presets:
         raise ConfigError(f"no preset {name!r}; known: {', '.join(presets)}")
     preset = presets[name]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -35,7 +34,7 @@ class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
         return f"{text} (default: {shown})"
 
 
-def add_parser(commands: Any) -> None:
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench run`` and its flags to the subcommands."""
     run = commands.add_parser(
         "run",

@@ -24,11 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.errors import ConfigError
 from bench.measure.codec import JsonObject
-from bench.rig import DEFAULT_ENGINE, ENGINES_BY_NAME, artifacts_dir, dial_host
+from bench.rig import DEFAULT_ENGINE, ENGINES_BY_NAME, artifacts_dir, dial_host, literal_knobs
 
 TAG = re.compile(r"^[A-Za-z0-9._+-]{1,100}$")
 
@@ -60,7 +58,7 @@ def find_deployment(explicit: Path | None, config_dir: Path | None) -> Path | No
         return explicit
     if config_dir is None:
         return None
-    value = str(_group_vars(config_dir).get("llmrig_artifacts_dir") or "artifacts")
+    value = str(literal_knobs(config_dir).get("llmrig_artifacts_dir") or "artifacts")
     found = sorted(artifacts_dir(config_dir.parent.parent, value).glob("*/deployment.json"))
     if len(found) > 1:
         names = ", ".join(str(path.parent.name) for path in found)
@@ -78,23 +76,12 @@ def _load_json(path: Path) -> JsonObject:
     return data
 
 
-def _group_vars(config_dir: Path | None) -> dict[str, Any]:
-    if config_dir is None:
-        return {}
-    merged: dict[str, Any] = {}
-    for name in ("engine.yml", "endpoint.yml"):
-        path = config_dir / name
-        if path.is_file():
-            merged.update(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-    return merged
-
-
 def resolve(
     flags: Mapping[str, str | None], env: Mapping[str, str], *, deployment_path: Path | None, config_dir: Path | None
 ) -> Target:
     """Resolve the run's target from ``flags`` (None = not given), ``env`` and the files."""
     deployment = _load_json(deployment_path) if deployment_path is not None else None
-    knobs = _group_vars(config_dir)
+    knobs = literal_knobs(config_dir, "engine.yml", "endpoint.yml") if config_dir else {}
     sources: dict[str, str] = {}
 
     def pick(name: str, env_name: str, *fallbacks: tuple[str, Any]) -> Any:

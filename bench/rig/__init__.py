@@ -6,7 +6,8 @@ and the planner (:mod:`~bench.rig.problems`), the ``vllm serve`` command line
 (:mod:`~bench.rig.vllm_flags`), vLLM's start-up facts (:mod:`~bench.rig.startup`), the KV
 planner (:mod:`~bench.rig.plan`, its arithmetic :mod:`~bench.rig.plan_math`, its inputs
 :mod:`~bench.rig.plan_inputs`), the artifacts rule (:mod:`~bench.rig.artifacts`), the engine
-table (:mod:`~bench.rig.engines`) and the parsers of knob values (:mod:`~bench.rig.values`).
+table (:mod:`~bench.rig.engines`), the literal knobs of group_vars (:mod:`~bench.rig.group_vars`)
+and the parsers of knob values (:mod:`~bench.rig.values`).
 The filter plugin in ``ansible/plugins/filter``
 imports these modules on the controller, so importing any of them stays cheap: the standard
 library and PyYAML (which Ansible itself needs), nothing of the measuring harness or the CLI.
@@ -19,6 +20,16 @@ harness and the CLI all raise and map the same classes, and it imports nothing.
 
 from bench.rig.artifacts import artifacts_dir
 from bench.rig.engines import DEFAULT_ENGINE, ENGINE_NAMES, ENGINES, ENGINES_BY_NAME, Engine
+from bench.rig.group_vars import literal_knobs
 from bench.rig.values import dial_host
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "ENGINES_BY_NAME", "ENGINE_NAMES", "Engine", "artifacts_dir", "dial_host"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "ENGINES_BY_NAME",
+    "ENGINE_NAMES",
+    "Engine",
+    "artifacts_dir",
+    "dial_host",
+    "literal_knobs",
+]
