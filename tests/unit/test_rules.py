@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.rig import validation
+from bench.rig.presets import FAMILIES, find_models_file, load_presets
 from bench.rig.problems import Problem
 from bench.rig.rules import RULES
+from bench.rig.rules.engine import REASONING_PARSERS, TOOL_PARSERS
 
 QWEN3_32B = {
     "model": "qwen3-32b-awq",
@@ -262,3 +265,16 @@ def test_a_secret_flag_in_extra_args_is_named_never_echoed(rendered_gpu: dict[st
     assert [error.variable for error in errors] == ["vllm_extra_args"]
     assert "--api-key" in errors[0].message
     assert "s3cretKeyValue12345" not in errors[0].render()
+
+
+def test_the_parser_tables_cover_every_preset_family_and_each_presets_own_parsers() -> None:
+    """A family added to presets.FAMILIES without parser rows would crash rule_parsers with a
+    KeyError; a preset whose own parsers the tables refuse could never pass preflight."""
+    assert set(TOOL_PARSERS) == set(FAMILIES)
+    assert set(REASONING_PARSERS) == set(FAMILIES)
+    presets = load_presets(find_models_file(Path(__file__).resolve().parents[2]))
+    assert presets
+    for preset in presets.values():
+        assert preset.family in FAMILIES, preset.name
+        assert preset.tool_call_parser in ("", *TOOL_PARSERS[preset.family]), preset.name
+        assert preset.reasoning_parser in ("", *REASONING_PARSERS[preset.family]), preset.name
