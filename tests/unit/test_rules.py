@@ -278,3 +278,35 @@ def test_the_parser_tables_cover_every_preset_family_and_each_presets_own_parser
         assert preset.family in FAMILIES, preset.name
         assert preset.tool_call_parser in ("", *TOOL_PARSERS[preset.family]), preset.name
         assert preset.reasoning_parser in ("", *REASONING_PARSERS[preset.family]), preset.name
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"linear_attention": {"key_heads": 10}}, "does not divide the 10 linear-attention key heads"),
+        ({"linear_attention": {"value_heads": 30}}, "does not divide the 30 linear-attention value heads"),
+        (
+            {"attention_heads": 24, "kv_heads": 6},
+            "4 and the 6 KV heads of qwen3.6-35b-a3b-awq do not divide one another",
+        ),
+    ],
+)
+def test_tensor_parallel_must_divide_every_head_count(
+    rendered_gpu: dict[str, Any], change: dict[str, Any], says: str
+) -> None:
+    """TP 4 on a four-GPU box splits Qwen3.6's 16 query heads, but not a hybrid's linear-attention
+    heads or KV heads that neither divide nor are divided by it."""
+    host = copy.deepcopy(rendered_gpu["host"])
+    host["gpus"] = host["gpus"] * 2
+    presets = copy.deepcopy(rendered_gpu["knobs"]["model_presets"])
+    architecture = presets["qwen3.6-35b-a3b-awq"]["architecture"]
+    for key, value in change.items():
+        if isinstance(value, dict):
+            architecture[key].update(value)
+        else:
+            architecture[key] = value
+    overrides = {**QWEN36, "model_presets": presets, "vllm_tensor_parallel_size": 4}
+    errors = _errors(_problems(rendered_gpu, overrides, host))
+    assert any(says in error.message for error in errors if error.variable == "vllm_tensor_parallel_size"), errors
+    unchanged = _errors(_problems(rendered_gpu, {**QWEN36, "vllm_tensor_parallel_size": 4}, host))
+    assert not any("heads" in error.message for error in unchanged), unchanged

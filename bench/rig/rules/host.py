@@ -54,10 +54,29 @@ def rule_parallelism(knobs: Knobs, host: Host, device: str, preset: Preset) -> l
             f"{tp} x vllm_pipeline_parallel_size {pp} needs {tp * pp} GPUs "
             f"but {found} were found; lower vllm_tensor_parallel_size to {max(found // pp, 1)}",
         )
-    if preset.architecture.attention_heads % tp:
+    return _heads_problems(tp, preset)
+
+
+def _heads_problems(tp: int, preset: Preset) -> list[Problem]:
+    """vLLM shards every head count over the tensor-parallel ranks: the query heads and the
+    linear-attention key and value heads of a hybrid are split, so ``tp`` divides them; KV heads
+    are split when there are at least ``tp`` of them and replicated otherwise, so one of the two
+    divides the other (vLLM's own check)."""
+    arch = preset.architecture
+    counts = [("attention heads", arch.attention_heads)]
+    if arch.linear_attention is not None:
+        counts += [
+            ("linear-attention key heads", arch.linear_attention.key_heads),
+            ("linear-attention value heads", arch.linear_attention.value_heads),
+        ]
+    for what, count in counts:
+        if count % tp:
+            return err("vllm_tensor_parallel_size", f"{tp} does not divide the {count} {what} of {preset.name}")
+    kv = arch.kv_heads
+    if kv % tp and tp % kv:
         return err(
             "vllm_tensor_parallel_size",
-            f"{tp} does not divide the {preset.architecture.attention_heads} attention heads of {preset.name}",
+            f"{tp} and the {kv} KV heads of {preset.name} do not divide one another (vLLM splits or replicates them)",
         )
     return []
 
