@@ -310,3 +310,19 @@ def test_tensor_parallel_must_divide_every_head_count(
     assert any(says in error.message for error in errors if error.variable == "vllm_tensor_parallel_size"), errors
     unchanged = _errors(_problems(rendered_gpu, {**QWEN36, "vllm_tensor_parallel_size": 4}, host))
     assert not any("heads" in error.message for error in unchanged), unchanged
+
+
+def test_an_empty_reasoning_parser_for_a_thinking_model_is_refused(rendered_gpu: dict[str, Any]) -> None:
+    """Qwen3.8 thinks: without a reasoning parser its thinking would arrive as content. Allowed
+    when the chat template turns thinking off, and for other engines."""
+    errors = _errors(_problems(rendered_gpu, {"vllm_reasoning_parser": ""}))
+    assert [error.variable for error in errors] == ["vllm_reasoning_parser"]
+    assert "qwen3.8-27b-w4a16 thinks" in errors[0].message
+    assert "use qwen3" in errors[0].message
+    off = {"vllm_reasoning_parser": "", "vllm_default_chat_template_kwargs": {"enable_thinking": False}}
+    assert _errors(_problems(rendered_gpu, off)) == []
+    assert _errors(_problems(rendered_gpu, {"vllm_reasoning_parser": "", "inference_engine": "ollama"})) == []
+
+
+def test_a_model_that_does_not_think_needs_no_reasoning_parser(rendered_cpu: dict[str, Any]) -> None:
+    assert _errors(_problems(rendered_cpu, {"vllm_reasoning_parser": ""})) == []

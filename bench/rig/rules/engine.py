@@ -65,7 +65,20 @@ def rule_parsers(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
     if reasoning and reasoning not in allowed_reasoning:
         hint = " or ".join(allowed_reasoning) if allowed_reasoning else "'' (this family does not reason)"
         problems += err("vllm_reasoning_parser", f"{reasoning!r} does not match {preset.family}; use {hint}")
+    if serves_vllm(knobs) and not reasoning and preset.reasoning_parser and _thinks(knobs):
+        problems += err(
+            "vllm_reasoning_parser",
+            f"is empty but {preset.name} thinks, so its reasoning would land in content (agent harnesses break); "
+            f"use {preset.reasoning_parser}, or turn thinking off with "
+            "vllm_default_chat_template_kwargs: {enable_thinking: false}",
+        )
     return problems
+
+
+def _thinks(knobs: Knobs) -> bool:
+    """False only when the chat template is told not to think (``enable_thinking: false``)."""
+    kwargs = knobs.get("vllm_default_chat_template_kwargs")
+    return not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") in (False, "false", "False"))
 
 
 def rule_quantization(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
