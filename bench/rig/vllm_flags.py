@@ -33,6 +33,7 @@ class _Argv:
 
     def __init__(self) -> None:
         self.args: list[str] = []
+        self.owners: dict[str, str] = {}  # flag -> the knob that produced it
 
     def add(self, variable: str, *values: Any) -> None:
         for value in values:
@@ -41,6 +42,8 @@ class _Argv:
                 raise ConfigError(
                     f"{variable}: vLLM argument {text!r} is empty or holds whitespace, which systemd would split"
                 )
+            if text.startswith("--"):
+                self.owners.setdefault(text, variable)
             self.args.append(text)
 
 
@@ -84,12 +87,66 @@ def _frontend_args(argv: _Argv, knobs: Mapping[str, Any], chat_template_path: st
         argv.add("vllm_default_chat_template_kwargs", "--default-chat-template-kwargs", kwargs)
 
 
+# The flags a knob sets, so that vllm_extra_args cannot set them behind the rules' back (the
+# context and KV-plan rules read the knobs). tests/unit/test_vllm_flags.py renders every flag
+# serve_args can write and checks this table against the knob that wrote it.
+OWNED_FLAGS: Mapping[str, str] = {
+    "--model": "model",
+    "--served-model-name": "vllm_served_model_name",
+    "--host": "vllm_host",
+    "--port": "vllm_port",
+    "--max-model-len": "vllm_max_model_len",
+    "--max-num-seqs": "vllm_max_num_seqs",
+    "--max-num-batched-tokens": "vllm_max_num_batched_tokens",
+    "--tensor-parallel-size": "vllm_tensor_parallel_size",
+    "-tp": "vllm_tensor_parallel_size",
+    "--pipeline-parallel-size": "vllm_pipeline_parallel_size",
+    "-pp": "vllm_pipeline_parallel_size",
+    "--gpu-memory-utilization": "vllm_gpu_memory_utilization",
+    "--kv-cache-memory-bytes": "vllm_kv_cache_memory_bytes",
+    "--disable-custom-all-reduce": "vllm_disable_custom_all_reduce",
+    "--kv-cache-dtype": "vllm_kv_cache_dtype",
+    "--attention-backend": "vllm_attention_backend",
+    "--quantization": "vllm_quantization",
+    "-q": "vllm_quantization",
+    "--enforce-eager": "vllm_enforce_eager",
+    "--enable-prefix-caching": "vllm_enable_prefix_caching",
+    "--no-enable-prefix-caching": "vllm_enable_prefix_caching",
+    "--language-model-only": "vllm_language_model_only",
+    "--tool-call-parser": "vllm_tool_call_parser",
+    "--enable-auto-tool-choice": "vllm_enable_auto_tool_choice",
+    "--reasoning-parser": "vllm_reasoning_parser",
+    "--chat-template": "vllm_chat_template",
+    "--default-chat-template-kwargs": "vllm_default_chat_template_kwargs",
+    "--speculative-config": "vllm_mtp",
+    "--hf-overrides": "vllm_rope_override",
+}
+
+
+def owned_flag(arg: str) -> str | None:
+    """The knob that owns the flag ``arg`` (``--max_model_len=4096`` counts as ``--max-model-len``),
+    or None for a flag no knob sets."""
+    flag = arg.split("=", 1)[0]
+    if flag.startswith("--"):
+        flag = "--" + flag[2:].replace("_", "-")
+    return OWNED_FLAGS.get(flag)
+
+
 def serve_args(knobs: Mapping[str, Any], *, device: str, model_path: str, chat_template_path: str) -> list[str]:
     """Every ``vllm serve`` argument for the resolved knobs, in a stable order.
 
     ``model_path`` is the local directory the role downloaded or converted; ``chat_template_path``
     is the bundled template file when the preset asks for one ('' otherwise).
     """
+    return _render(knobs, device=device, model_path=model_path, chat_template_path=chat_template_path).args
+
+
+def flag_owners(knobs: Mapping[str, Any], *, device: str) -> dict[str, str]:
+    """Flag to the knob that wrote it, for the knobs given (the test of :data:`OWNED_FLAGS`)."""
+    return _render(knobs, device=device, model_path="/m", chat_template_path="/t").owners
+
+
+def _render(knobs: Mapping[str, Any], *, device: str, model_path: str, chat_template_path: str) -> _Argv:
     argv = _Argv()
     argv.add("llmrig_models_dir", "--model", model_path)
     argv.add("vllm_served_model_name", "--served-model-name", knobs["vllm_served_model_name"])
@@ -113,7 +170,7 @@ def serve_args(knobs: Mapping[str, Any], *, device: str, model_path: str, chat_t
     # The watchdog and bench poll these; one access-log line per poll would drown the journal.
     argv.add("vllm_extra_args", "--disable-access-log-for-endpoints", "/health,/metrics")
     argv.add("vllm_extra_args", *knobs["vllm_extra_args"])
-    return argv.args
+    return argv
 
 
 def service_env(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from bench.rig import validation
 from bench.rig.presets import FAMILIES, find_models_file, load_presets
 from bench.rig.problems import Problem
 from bench.rig.rules import RULES
-from bench.rig.rules.engine import REASONING_PARSERS, TOOL_PARSERS
+from bench.rig.rules.engine import LLAMACPP_OWNED_FLAGS, REASONING_PARSERS, TOOL_PARSERS
 
 QWEN3_32B = {
     "model": "qwen3-32b-awq",
@@ -209,6 +210,7 @@ def test_every_rule_is_exercised() -> None:
     """Each rule in RULES has at least one failing case above (no rule ships untested)."""
     tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
     tested |= {"kv-plan"}  # test_kv_plan_* below
+    tested |= {"vllm_extra_args"}  # test_extra_args_* below
     produced = {
         "rule_host_os": "inventory",
         "rule_kv_plan": "kv-plan",
@@ -226,6 +228,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_cpu_memory": "vllm_cpu_kvcache_space_gib",
         "rule_network": "llmrig_allowed_client_cidrs",
         "rule_secrets": "llmrig_api_key",
+        "rule_extra_args": "vllm_extra_args",
         "rule_pinned_revision": "vllm_model_revision",
     }
     assert {rule.__name__ for rule in RULES} == set(produced)
@@ -326,3 +329,47 @@ def test_an_empty_reasoning_parser_for_a_thinking_model_is_refused(rendered_gpu:
 
 def test_a_model_that_does_not_think_needs_no_reasoning_parser(rendered_cpu: dict[str, Any]) -> None:
     assert _errors(_problems(rendered_cpu, {"vllm_reasoning_parser": ""})) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "variable", "says"),
+    [
+        ({"vllm_extra_args": " "}, "vllm_extra_args", "needs a YAML list of strings"),
+        ({"vllm_extra_args": "--swap-space 4"}, "vllm_extra_args", "got a string '--swap-space 4'"),
+        (
+            {"vllm_extra_args": ["--max-model-len", "1000000"]},
+            "vllm_extra_args",
+            "--max-model-len is set by vllm_max_model_len",
+        ),
+        (
+            {"vllm_extra_args": ["--max_model_len=1000000"]},
+            "vllm_extra_args",
+            "--max_model_len is set by vllm_max_model_len",
+        ),
+        ({"vllm_extra_args": ["-tp", "2"]}, "vllm_extra_args", "-tp is set by vllm_tensor_parallel_size"),
+        ({"vllm_extra_args": [""]}, "vllm_extra_args", "holds an empty argument"),
+        ({"vllm_extra_args": [{"--swap-space": 4}]}, "vllm_extra_args", "every argument must be a string"),
+        ({"llamacpp_extra_args": ["-c", "8192"]}, "llamacpp_extra_args", "-c is set by llamacpp_ctx_size"),
+        ({"llamacpp_extra_args": "--flash-attn"}, "llamacpp_extra_args", "needs a YAML list of strings"),
+    ],
+)
+def test_extra_args_are_a_list_of_strings_without_owned_flags(
+    rendered_gpu: dict[str, Any], overrides: dict[str, Any], variable: str, says: str
+) -> None:
+    errors = _errors(_problems(rendered_gpu, overrides))
+    assert [error.variable for error in errors] == [variable], errors
+    assert says in errors[0].message
+
+
+def test_extra_args_that_no_knob_owns_pass(rendered_gpu: dict[str, Any]) -> None:
+    good = {"vllm_extra_args": ["--swap-space", "4", "--seed=1", 7], "llamacpp_extra_args": ["--flash-attn", "on"]}
+    assert _errors(_problems(rendered_gpu, good)) == []
+
+
+def test_llamacpp_owned_flags_cover_the_flags_the_role_writes() -> None:
+    """Every flag in roles/llamacpp/vars/main.yml's _llamacpp_args is in LLAMACPP_OWNED_FLAGS."""
+    text = (Path(__file__).resolve().parents[2] / "roles/llamacpp/vars/main.yml").read_text(encoding="utf-8")
+    block = text[text.index("_llamacpp_args:") : text.index("+ llamacpp_extra_args")]
+    written = set(re.findall(r"'(--[a-z-]+)'", block))
+    assert written, block
+    assert written <= set(LLAMACPP_OWNED_FLAGS), written - set(LLAMACPP_OWNED_FLAGS)

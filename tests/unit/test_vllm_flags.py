@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bench.errors import ConfigError
-from bench.rig.vllm_flags import env_file, public_env, serve_args, service_env
+from bench.rig.vllm_flags import OWNED_FLAGS, env_file, flag_owners, owned_flag, public_env, serve_args, service_env
 
 MODEL = "/srv/llmrig/models/hf/org--model/abc"
 
@@ -167,3 +167,42 @@ def test_public_env_of_the_rendered_unit_environment(rendered_cpu: dict[str, Any
     assert "VLLM_ARGS" not in recorded["env"]
     assert "k3y" not in repr(recorded)
     assert "hf_x" not in repr(recorded)
+
+
+def test_owned_flags_name_the_knob_that_writes_each_flag(rendered_gpu: dict[str, Any]) -> None:
+    """Every flag serve_args can write, with every toggle on (and prefix caching both ways), is in
+    OWNED_FLAGS with the knob that wrote it; the table holds nothing serve_args never writes
+    except vLLM's own short aliases."""
+    every = {
+        **rendered_gpu["knobs"],
+        "vllm_kv_cache_memory_bytes": "8G",
+        "vllm_quantization": "awq_marlin",
+        "vllm_pipeline_parallel_size": 2,
+        "vllm_mtp": True,
+        "vllm_rope_override": {"rope_scaling": {"rope_type": "yarn"}},
+        "vllm_default_chat_template_kwargs": {"enable_thinking": False},
+    }
+    written = flag_owners(every, device="cuda") | flag_owners(
+        {**every, "vllm_enable_prefix_caching": False}, device="cuda"
+    )
+    written.pop("--disable-access-log-for-endpoints")  # llmrig's own, not a knob's
+    assert written.pop("--model") == "llmrig_models_dir"
+    expected = {flag: knob for flag, knob in OWNED_FLAGS.items() if flag != "--model"}
+    aliases = {"-tp", "-pp", "-q"}
+    assert written == {flag: knob for flag, knob in expected.items() if flag not in aliases}
+    assert {OWNED_FLAGS[alias] for alias in aliases} <= set(written.values())
+
+
+@pytest.mark.parametrize(
+    ("arg", "knob"),
+    [
+        ("--max-model-len", "vllm_max_model_len"),
+        ("--max_model_len=4096", "vllm_max_model_len"),
+        ("-tp", "vllm_tensor_parallel_size"),
+        ("--port=9000", "vllm_port"),
+        ("--swap-space", None),
+        ("4096", None),
+    ],
+)
+def test_owned_flag(arg: str, knob: str | None) -> None:
+    assert owned_flag(arg) == knob

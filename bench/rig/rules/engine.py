@@ -8,6 +8,7 @@ import re
 from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err, positive, serves_vllm
+from bench.rig.vllm_flags import owned_flag
 
 TOOL_PARSERS = {
     # Qwen3 (2025) emits Hermes-style <tool_call>{json}</tool_call>.
@@ -155,3 +156,57 @@ def rule_pinned_revision(knobs: Knobs, host: Host, device: str, preset: Preset) 
             )
         ]
     return []
+
+
+# llama-server flags that the llamacpp role writes from a knob (roles/llamacpp/vars/main.yml,
+# _llamacpp_args; tests/unit/test_rules.py checks the two agree), short forms included.
+LLAMACPP_OWNED_FLAGS = {
+    "--model": "model",
+    "-m": "model",
+    "--alias": "llamacpp_served_model_name",
+    "-a": "llamacpp_served_model_name",
+    "--host": "llamacpp_host",
+    "--port": "llamacpp_port",
+    "--ctx-size": "llamacpp_ctx_size",
+    "-c": "llamacpp_ctx_size",
+    "--parallel": "llamacpp_parallel",
+    "-np": "llamacpp_parallel",
+    "--n-gpu-layers": "llamacpp_n_gpu_layers",
+    "--gpu-layers": "llamacpp_n_gpu_layers",
+    "-ngl": "llamacpp_n_gpu_layers",
+    "--threads": "llamacpp_threads",
+    "-t": "llamacpp_threads",
+    "--chat-template": "model_presets (chat_template)",
+    "--metrics": "llmrig (always on: bench and the watchdog read /metrics)",
+}
+
+
+def _owner(knob: str, arg: str) -> str | None:
+    if knob == "vllm_extra_args":
+        return owned_flag(arg)
+    return LLAMACPP_OWNED_FLAGS.get(arg.split("=", 1)[0])
+
+
+def rule_extra_args(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """Extra engine arguments are a list of strings (or numbers), none empty, and none a flag
+    that a knob owns: the rules read the knob, so a flag set behind it would go unchecked."""
+    problems: list[Problem] = []
+    for knob in ("vllm_extra_args", "llamacpp_extra_args"):
+        value = knobs.get(knob)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            kind = "a string" if isinstance(value, str) else type(value).__name__
+            problems += err(
+                knob,
+                f"needs a YAML list of strings, one argument each (e.g. [--swap-space, '4']); got {kind} {value!r}",
+            )
+            continue
+        for arg in value:
+            if isinstance(arg, bool) or not isinstance(arg, str | int | float):
+                problems += err(knob, f"every argument must be a string; got {arg!r}")
+            elif not str(arg).strip():
+                problems += err(knob, f"holds an empty argument {arg!r}; remove it")
+            elif (owner := _owner(knob, str(arg))) is not None:
+                problems += err(knob, f"{str(arg).split('=', 1)[0]} is set by {owner}; set that knob instead")
+    return problems
