@@ -240,12 +240,17 @@ def judge(arch: Architecture, setup: Setup, result: Plan) -> list[Problem]:
             )
         )
     elif result.concurrency < seqs:
+        fit = (
+            f"{seqs} full sequences fit up to vllm_max_model_len {result.largest_len_for_all_seqs:,}"
+            if result.largest_len_for_all_seqs
+            else f"not even {seqs} sequences of one block fit; lower vllm_max_num_seqs"
+        )
         problems.append(
             Problem(
                 "vllm_max_num_seqs",
                 f"{seqs} sequences of {length:,} tokens need {seqs * length:,} tokens but the pool holds "
                 f"{result.pool_tokens:,} ({result.concurrency:.2f} sequences); long requests will queue or be "
-                f"preempted; {seqs} full sequences fit up to vllm_max_model_len {result.largest_len_for_all_seqs:,}",
+                f"preempted; {fit}",
                 "warning",
             )
         )

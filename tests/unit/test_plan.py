@@ -269,3 +269,13 @@ def test_bench_plan_check_compares_with_deployment_json(tmp_path: Path, capsys: 
     assert cli.main(["--config-dir", str(REPO), "plan", "--check", "--deployment", str(path)]) == 0
     out = capsys.readouterr().out
     assert f"check: predicted 55,356 tokens, vllm reported 55,356 ({path}); error +0.0%" in out.replace("\n", "")
+
+
+def test_no_hint_says_a_length_fits_up_to_zero() -> None:
+    """So many sequences that not one block each fits: the warning says to lower
+    vllm_max_num_seqs instead of offering vllm_max_model_len 0."""
+    result = _plan("gemma3-270m", max_num_seqs=10_000_000, max_model_len=1024)
+    warning = next(p for p in result.problems if p.variable == "vllm_max_num_seqs")
+    assert result.largest_len_for_all_seqs == 0
+    assert "fit up to vllm_max_model_len 0" not in warning.message
+    assert "not even 10000000 sequences of one block fit; lower vllm_max_num_seqs" in warning.message
