@@ -22,6 +22,7 @@ from jinja2 import nodes
 
 from bench.errors import ConfigError
 from bench.rig import ENGINE_NAMES
+from bench.rig.inputs import ranges
 from bench.rig.specs import knob_owners, knob_spec
 from bench.rig.validation import DEVICES
 from tests.helpers import REPO, knob_documents, knob_names, knob_roles
@@ -126,8 +127,9 @@ def expected_home(knob: str) -> tuple[str, str]:
     if readers:
         first = min(STAGE[role] for role in readers)
         earliest = sorted(role for role in readers if STAGE[role] == first)
-        return (earliest[0] if len(earliest) == 1 else "engine"), "main"
-    return "preflight", "main" if knob in rule_reads() else "planned"
+        role = earliest[0] if len(earliest) == 1 else "engine"
+        return role, "knobs" if role == "preflight" else "main"  # preflight's main is its own variable only
+    return "preflight", "knobs" if knob in rule_reads() else "planned"
 
 
 def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
@@ -227,3 +229,18 @@ def test_the_readme_says_where_each_knob_is_typed() -> None:
     rows = re.findall(r"^\| `([a-z_]+)` \|.*\| `([a-z_]+)`( \(([a-z_]+)\))? \|$", section, flags=re.MULTILINE)
     documented = {name: (role, entry or "main") for name, role, _, entry in rows}
     assert documented == {name: _entry_of(name) for name in knob_names()}
+
+
+def test_every_numeric_knob_states_its_range_and_the_readme_shows_it() -> None:
+    """An int or float knob ends its description in a Range: sentence that bench.rig.inputs
+    parses, and the variable reference's row says the same range."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    spec = merged_spec()
+    numeric = sorted(name for name, option in spec.items() if option.get("type") in ("int", "float"))
+    assert numeric
+    found = ranges(spec)
+    assert [name for name in numeric if name not in found] == []
+    for name in numeric:
+        row = re.search(rf"^\| `{name}` \|.*$", readme, flags=re.MULTILINE)
+        assert row is not None, name
+        assert f"Range: {found[name].text}." in row.group(0), row.group(0)

@@ -7,15 +7,16 @@ package is not installed into the controller's Python, the repository root is pu
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 try:
-    from bench.rig import artifacts, engines, rules, specs, startup, validation, values, vllm_flags
+    from bench.rig import artifacts, engines, inputs, rules, specs, startup, validation, values, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench.rig import artifacts, engines, rules, specs, startup, validation, values, vllm_flags
+    from bench.rig import artifacts, engines, inputs, rules, specs, startup, validation, values, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -98,6 +99,35 @@ def llmrig_vllm_startup_facts(journal: str) -> dict[str, Any]:
     return startup.parse_vllm_log(journal)
 
 
+def _where(value: Any) -> str:
+    """Where Ansible says ``value`` was set (a file and line, or the -e option), from the origin
+    tags of ansible-core 2.19's data tagging; '' when it does not say or the API is not there."""
+    try:
+        from ansible._internal._datatag._tags import Origin  # noqa: PLC0415 (ansible-core's own data tags)
+    except ImportError:
+        return ""
+    tag = Origin.get_tag(value)
+    if tag is None:
+        return ""
+    if tag.path:
+        path = os.path.relpath(tag.path) if tag.path.startswith(os.getcwd() + os.sep) else tag.path
+        return f"{path} line {tag.line_num}" if tag.line_num else path
+    return "extra vars (-e)" if tag.description and "'-e'" in tag.description else str(tag.description or "")
+
+
+def llmrig_knob_candidates(names: list[str]) -> list[str]:
+    """The variable names meant as knobs: ``model`` and those with a knob prefix (bench.rig.inputs)."""
+    return inputs.candidates(str(name) for name in names)
+
+
+def llmrig_check_input(spec: dict[str, dict[str, Any]], given: dict[str, Any], argument_errors: list[str]) -> list[str]:
+    """Unknown knob names, argument-spec errors (one line each) and values out of range, rendered
+    with where each was set (bench.rig.inputs.check_input)."""
+    where = {name: _where(value) for name, value in given.items()}
+    problems = inputs.check_input(spec, given, [str(line) for line in argument_errors], where)
+    return [problem.render() for problem in problems]
+
+
 class FilterModule:
     """llmrig configuration filters."""
 
@@ -106,6 +136,8 @@ class FilterModule:
             "llmrig_resolve": llmrig_resolve,
             "llmrig_artifacts_path": llmrig_artifacts_path,
             "llmrig_check": llmrig_check,
+            "llmrig_check_input": llmrig_check_input,
+            "llmrig_knob_candidates": llmrig_knob_candidates,
             "llmrig_dial_host": llmrig_dial_host,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_engine_units": llmrig_engine_units,
