@@ -211,6 +211,7 @@ def test_every_rule_is_exercised() -> None:
     tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
     tested |= {"kv-plan"}  # test_kv_plan_* below
     tested |= {"vllm_extra_args"}  # test_extra_args_* below
+    tested |= {"llmrig_config_dir", "vllm_port"}  # tests/unit/test_host_probe.py
     produced = {
         "rule_host_os": "inventory",
         "rule_kv_plan": "kv-plan",
@@ -229,6 +230,8 @@ def test_every_rule_is_exercised() -> None:
         "rule_network": "llmrig_allowed_client_cidrs",
         "rule_secrets": "llmrig_api_key",
         "rule_extra_args": "vllm_extra_args",
+        "rule_paths": "llmrig_config_dir",
+        "rule_port_free": "vllm_port",
         "rule_pinned_revision": "vllm_model_revision",
     }
     assert {rule.__name__ for rule in RULES} == set(produced)

@@ -7,7 +7,8 @@ what a single variable's type cannot say.
 
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
 :mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan) and
-:mod:`~bench.rig.rules.network` (ports, bind addresses, secrets), all reading their inputs
+:mod:`~bench.rig.rules.network` (ports, bind addresses, secrets) and
+:mod:`~bench.rig.rules.resources` (the paths and the port on the host), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
 
@@ -35,6 +36,7 @@ from bench.rig.rules.host import (
 )
 from bench.rig.rules.knobs import Rule, gpus
 from bench.rig.rules.network import rule_network, rule_ports, rule_secrets
+from bench.rig.rules.resources import rule_paths, rule_port_free
 
 __all__ = ["RULES", "Rule", "disk_problem", "gpus"]
 
@@ -48,7 +50,9 @@ RULES: tuple[Rule, ...] = (
     rule_mtp,
     rule_context,
     rule_disk,
+    rule_paths,
     rule_ports,
+    rule_port_free,
     rule_kv_cache_dtype,
     rule_device_flags,
     rule_cpu_memory,

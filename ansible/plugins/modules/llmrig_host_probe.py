@@ -1,0 +1,166 @@
+#!/usr/bin/python
+"""Ansible module: what the paths the knobs name are on the host, and who listens on which TCP port."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: llmrig_host_probe
+short_description: Probe the host paths llmrig's knobs name and the TCP ports in use, changing nothing
+description:
+  - For each path, says whether it is absolute and exists, what it is (directory, file, other),
+    whether it is executable, and for a missing one its closest existing parent and whether that
+    parent is a writable directory (so the path can be created there).
+  - Lists the TCP sockets in LISTEN state from C(/proc/net/tcp) and C(/proc/net/tcp6), each with
+    the process that holds it and that process's systemd unit, when the caller may see them
+    (root sees every process).
+options:
+  paths:
+    description: Knob name to the path it holds on the host; empty values are left out.
+    type: dict
+    default: {}
+author: llmrig
+"""
+
+EXAMPLES = r"""
+- name: Probe paths and ports
+  llmrig_host_probe:
+    paths:
+      llmrig_models_dir: /srv/llmrig/models
+  register: probe
+"""
+
+RETURN = r"""
+paths:
+  description: Knob name to C(path), C(absolute), C(kind) (dir, file, other or missing), C(executable),
+    C(parent) (closest existing parent), C(parent_kind) and C(parent_writable).
+  returned: always
+  type: dict
+listeners:
+  description: One entry per listening TCP socket, with C(address), C(port), C(pid), C(process) and C(unit)
+    (pid 0 and empty names when the holder cannot be seen).
+  returned: always
+  type: list
+"""
+
+import os
+import socket
+import struct
+
+from ansible.module_utils.basic import AnsibleModule
+
+LISTEN = "0A"
+
+
+def _kind(path):
+    if os.path.isdir(path):
+        return "dir"
+    if os.path.isfile(path):
+        return "file"
+    return "other" if os.path.lexists(path) else "missing"
+
+
+def probe_path(path):
+    """What ``path`` is on this host; relative paths are reported as such and not resolved."""
+    absolute = os.path.isabs(path)
+    kind = _kind(path) if absolute else "missing"
+    parent = path if absolute else ""
+    while parent and not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    return {
+        "path": path,
+        "absolute": absolute,
+        "kind": kind,
+        "executable": kind == "file" and os.access(path, os.X_OK),
+        "parent": parent,
+        "parent_kind": _kind(parent) if parent else "missing",
+        "parent_writable": bool(parent) and os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK),
+    }
+
+
+def _address(hex_address):
+    """An address of /proc/net/tcp (little-endian 32-bit words) as text."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(struct.pack("<I", word) for word in struct.unpack(f">{len(raw) // 4}I", raw))
+    family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+    return socket.inet_ntop(family, words)
+
+
+def parse_proc_net_tcp(text):
+    """(address, port, inode) of each listening socket in a /proc/net/tcp or tcp6 table."""
+    found = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != LISTEN:
+            continue
+        address, _, port = fields[1].partition(":")
+        found.append((_address(address), int(port, 16), fields[9]))
+    return found
+
+
+def unit_of(cgroup_text):
+    """The systemd unit in a /proc/PID/cgroup text ('' when the process is in none)."""
+    for line in cgroup_text.splitlines():
+        path = line.rpartition(":")[2]
+        for part in reversed(path.split("/")):
+            if part.endswith((".service", ".scope")):
+                return part
+    return ""
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _socket_owners():
+    """Socket inode to pid, for every process whose descriptors this user may read."""
+    owners = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            descriptors = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                owners.setdefault(target[8:-1], int(pid))
+    return owners
+
+
+def listeners():
+    owners = _socket_owners()
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for address, port, inode in parse_proc_net_tcp(_read(table)):
+            pid = owners.get(inode, 0)
+            found.append(
+                {
+                    "address": address,
+                    "port": port,
+                    "pid": pid,
+                    "process": _read(f"/proc/{pid}/comm").strip() if pid else "",
+                    "unit": unit_of(_read(f"/proc/{pid}/cgroup")) if pid else "",
+                }
+            )
+    return found
+
+
+def main():
+    module = AnsibleModule(argument_spec={"paths": {"type": "dict", "default": {}}}, supports_check_mode=True)
+    paths = {str(name): str(value) for name, value in module.params["paths"].items() if value not in (None, "")}
+    module.exit_json(
+        changed=False,
+        paths={name: probe_path(path) for name, path in paths.items()},
+        listeners=listeners(),
+    )
+
+
+if __name__ == "__main__":
+    main()
