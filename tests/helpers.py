@@ -24,6 +24,10 @@ BIN = Path(sys.executable).parent
 FAKES = REPO / "tests" / "fakes"
 GROUP_VARS = REPO / "group_vars" / "all"
 
+# A network namespace of its own (only loopback, no listener): what preflight sees of the host's
+# TCP ports is then the test's, not whatever else this machine runs (needs root, as the tests do).
+OWN_NETWORK = ("unshare", "--net", "--")
+
 # Host kinds the playbook tests run against: this machine (no GPU), and this machine with a
 # protocol fake of nvidia-smi (or of lspci, before the driver) in front of PATH.
 HOSTS: dict[str, list[Path]] = {
@@ -67,9 +71,11 @@ def run_playbook(
     tmp_path: Path,
     inventory: Path | None = None,
     timeout_s: float = 300,
+    wrapper: tuple[str, ...] = (),
 ) -> PlaybookRun:
-    """Run a playbook from the repository root (against localhost, or ``inventory``) and parse its JSON result."""
-    command = [str(BIN / "ansible-playbook"), playbook, *flags]
+    """Run a playbook from the repository root (against localhost, or ``inventory``) and parse its JSON result.
+    ``wrapper`` goes before the command (e.g. :data:`OWN_NETWORK`)."""
+    command = [*wrapper, str(BIN / "ansible-playbook"), playbook, *flags]
     if inventory is not None:
         command += ["-i", str(inventory)]
     if check:

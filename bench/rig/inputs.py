@@ -24,6 +24,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.rig.problems import Problem
+from bench.rig.vllm_flags import SECRET_NAME
+
+
+class _Hidden:
+    """Stands for a secret's value in a message."""
+
+    def __repr__(self) -> str:
+        return "(a value not shown: it is secret)"
+
+
+HIDDEN = _Hidden()
 
 # A variable with one of these prefixes is meant as a knob (the roles' own variables start with
 # an underscore or with their role's name, and none of these roles is named so).
@@ -128,11 +139,16 @@ _NEEDS = {"bool": "true or false", "int": "a whole number", "float": "a number",
 
 
 def type_problems(
-    argument_errors: Sequence[str], values: Mapping[str, object], where: Mapping[str, str]
+    argument_errors: Sequence[str],
+    values: Mapping[str, object],
+    where: Mapping[str, str],
+    secret: frozenset[str] = frozenset(),
 ) -> list[Problem]:
-    """Ansible's argument-spec errors, one short problem each, naming the variable."""
+    """Ansible's argument-spec errors, one short problem each, naming the variable; a line this
+    does not know is passed on, unless it names a ``secret`` (Ansible may quote the value)."""
     problems: list[Problem] = []
     for line in argument_errors:
+        named = [name for name in secret if name in line]
         if found := _CONVERT.search(line):
             name, want = found.group("name"), found.group("want")
             got = f"{values[name]!r}" if name in values else found.group("got")
@@ -147,6 +163,8 @@ def type_problems(
         elif found := _MISSING.search(line):
             for name in found.group("names").split(", "):
                 problems.append(Problem(name, "is not set; group_vars/all defines it, so was that file changed?"))
+        elif named:
+            problems.append(Problem(named[0], "has the wrong type or value (not shown: it is secret)"))
         else:
             problems.append(Problem("argument spec", line.split(". Valid booleans")[0][:300]))
     return problems
@@ -181,9 +199,14 @@ def check_input(
     argument_errors: Sequence[str],
     where: Mapping[str, str],
 ) -> list[Problem]:
-    """Every finding about names, types and ranges; ``values`` holds each candidate variable."""
+    """Every finding about names, types and ranges; ``values`` holds each candidate variable.
+    The value of a secret (``no_log`` in its spec, or a name like one) is never quoted."""
+    secret = {name for name, option in spec.items() if option.get("no_log")} | {
+        name for name in values if SECRET_NAME.search(name)
+    }
+    values = {name: HIDDEN if name in secret else value for name, value in values.items()}
     problems = unknown_names(values, spec, where)
-    problems += type_problems(argument_errors, values, where)
+    problems += type_problems(argument_errors, values, where, frozenset(secret))
     typed = {problem.variable for problem in problems}
     problems += [p for p in range_problems(values, spec, where) if p.variable not in typed]
     return problems

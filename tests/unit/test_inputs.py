@@ -130,3 +130,18 @@ def test_a_value_with_a_type_error_is_not_also_out_of_range() -> None:
         {},
     )
     assert [p.variable for p in problems] == ["vllm_prot", "vllm_port", "llmrig_disk_headroom_gib"]
+
+
+def test_a_secrets_value_is_never_quoted() -> None:
+    spec = {**SPEC, "llmrig_api_key": {"type": "str", "no_log": True, "description": "Key."}}
+    errors = [
+        "argument 'llmrig_api_key' is of type dict and we were unable to convert to str: {'k': 'pfSecret9x'}",
+        "argument 'llmrig_hf_token' is of type dict and we were unable to convert to str: x",
+        "some future message about llmrig_api_key quoting pfSecret9x",
+    ]
+    values = {"llmrig_api_key": {"k": "pfSecret9x"}, "llmrig_hf_token": {"t": "hf_pfTok"}}
+    rendered = " ".join(p.render() for p in check_input(spec, values, errors, {}))
+    assert "llmrig_api_key: needs str, got (a value not shown: it is secret)" in rendered
+    assert "llmrig_api_key: has the wrong type or value (not shown: it is secret)" in rendered
+    assert "pfSecret9x" not in rendered
+    assert "hf_pfTok" not in rendered
