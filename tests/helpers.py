@@ -24,9 +24,10 @@ BIN = Path(sys.executable).parent
 FAKES = REPO / "tests" / "fakes"
 GROUP_VARS = REPO / "group_vars" / "all"
 
-# A network namespace of its own (only loopback, no listener): what preflight sees of the host's
-# TCP ports is then the test's, not whatever else this machine runs (needs root, as the tests do).
-OWN_NETWORK = ("unshare", "--net", "--")
+# A network namespace of its own, with only loopback (brought up) and no listener: what preflight
+# sees of the host's TCP ports is then the test's, not whatever else this machine runs. The
+# playbook tests run in one by default (it needs root, as they do).
+OWN_NETWORK = ("unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "own-network")
 
 # Host kinds the playbook tests run against: this machine (no GPU), and this machine with a
 # protocol fake of nvidia-smi (or of lspci, before the driver) in front of PATH.
@@ -71,10 +72,10 @@ def run_playbook(
     tmp_path: Path,
     inventory: Path | None = None,
     timeout_s: float = 300,
-    wrapper: tuple[str, ...] = (),
+    wrapper: tuple[str, ...] = OWN_NETWORK,
 ) -> PlaybookRun:
     """Run a playbook from the repository root (against localhost, or ``inventory``) and parse its JSON result.
-    ``wrapper`` goes before the command (e.g. :data:`OWN_NETWORK`)."""
+    ``wrapper`` goes before the command: by default :data:`OWN_NETWORK`; ``()`` runs it in this one."""
     command = [*wrapper, str(BIN / "ansible-playbook"), playbook, *flags]
     if inventory is not None:
         command += ["-i", str(inventory)]

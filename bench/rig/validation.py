@@ -22,6 +22,7 @@ from bench.rig.engines import ENGINE_NAMES
 from bench.rig.presets import Preset, parse_preset
 from bench.rig.problems import Problem
 from bench.rig.rules import RULES, gpus
+from bench.rig.rules.host import rule_kv_plan
 
 DEVICES = ("auto", "cuda", "cpu")
 
@@ -82,10 +83,13 @@ def resolve(knobs: Mapping[str, Any], host: Mapping[str, Any]) -> Resolution:
 
 
 def check(knobs: Mapping[str, Any], host: Mapping[str, Any], resolution: Resolution) -> list[Problem]:
-    """Run every cross-field rule; phase 1 problems come first."""
+    """Run every cross-field rule; phase 1 problems come first. The KV plan runs last and only
+    when no other rule found an error: its findings would follow from the refused value."""
     problems = list(resolution.problems)
     if resolution.preset is None:
         return problems
     for rule in RULES:
+        if rule is rule_kv_plan and any(problem.severity == "error" for problem in problems):
+            continue
         problems.extend(rule(knobs, host, resolution.device, resolution.preset))
     return problems

@@ -51,6 +51,7 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
             ipaddress.ip_network(str(cidr), strict=False)
         except ValueError:
             problems += err("llmrig_allowed_client_cidrs", f"{cidr!r} is not a CIDR such as 192.168.1.0/24")
+    exposed = []
     for knob in HOST_KNOBS:
         address = as_str(knobs, knob)
         if address != "localhost":
@@ -61,11 +62,13 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
                     knob, f"{address!r} is not an IP address (use 127.0.0.1, 0.0.0.0 or an address of this host)"
                 )
                 continue
-        if not _is_loopback(address) and not cidrs:
-            problems += err(
-                "llmrig_allowed_client_cidrs",
-                f"is empty but {knob} is {address}, off loopback; list the client networks, or bind to 127.0.0.1",
-            )
+        if not _is_loopback(address):
+            exposed.append(f"{knob} is {address}")
+    if exposed and not cidrs:
+        problems += err(
+            "llmrig_allowed_client_cidrs",
+            f"is empty but {' and '.join(exposed)}, off loopback; list the client networks, or bind to 127.0.0.1",
+        )
     return problems
 
 
