@@ -49,6 +49,12 @@ BAD = [
     ("gpu-cc86", {}, "vllm_kv_cache_dtype"),
     ("cpu", {"model": "qwen3.8-27b-w4a16"}, "model"),
     ("gpu", {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
+    ("gpu", {"vllm_host": "0.0.0.0", "llmrig_firewall_enabled": False}, "llmrig_allow_unfiltered"),
+    (
+        "gpu",
+        {"inference_engine": "ollama", "ollama_host": "0.0.0.0", "llmrig_firewall_enabled": False, "llmrig_allow_unfiltered": True},
+        "ollama_host",
+    ),
     ("gpu", {"inference_engine": "llamacpp"}, "model"),
 ]
 
@@ -62,6 +68,11 @@ GOOD = [
     ("gpu", {"model": "qwen3-32b-awq"}, "vllm on cuda, preset qwen3-32b-awq"),
     ("gpu", {"inference_engine": "ollama"}, "ollama on cuda, preset qwen3.8-27b-w4a16"),
     ("cpu", {"inference_engine": "llamacpp"}, "llamacpp on cpu, preset gemma3-270m"),
+    (
+        "gpu",
+        {"vllm_host": "0.0.0.0", "llmrig_firewall_enabled": False, "llmrig_allow_unfiltered": True},
+        "vllm on cuda, preset qwen3.8-27b-w4a16",
+    ),
 ]
 
 
