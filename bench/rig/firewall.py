@@ -31,7 +31,9 @@ from bench.rig.values import truthy
 COMMENT = "llmrig"
 SSH_DEFAULT_PORT = 22
 # One llmrig rule as `ufw show added` prints it (ufw 0.36, Ubuntu 24.04 and Debian 12).
-ADDED = re.compile(r"^ufw allow from (?P<src>\S+) to any port (?P<port>\d+) proto tcp comment '(?P<comment>llmrig[^']*)'$")
+ADDED = re.compile(
+    r"^ufw allow from (?P<src>\S+) to any port (?P<port>\d+) proto tcp comment '(?P<comment>llmrig[^']*)'$"
+)
 
 
 def _network(value: Any, knob: str) -> str:

@@ -52,7 +52,12 @@ BAD = [
     ("gpu", {"vllm_host": "0.0.0.0", "llmrig_firewall_enabled": False}, "llmrig_allow_unfiltered"),
     (
         "gpu",
-        {"inference_engine": "ollama", "ollama_host": "0.0.0.0", "llmrig_firewall_enabled": False, "llmrig_allow_unfiltered": True},
+        {
+            "inference_engine": "ollama",
+            "ollama_host": "0.0.0.0",
+            "llmrig_firewall_enabled": False,
+            "llmrig_allow_unfiltered": True,
+        },
         "ollama_host",
     ),
     ("gpu", {"inference_engine": "llamacpp"}, "model"),

@@ -111,13 +111,19 @@ def test_the_ssh_port_and_the_controller_come_from_the_session(
 @pytest.mark.parametrize(
     ("overrides", "connection", "knob"),
     [
-        ({"llmrig_allowed_client_cidrs": [], "vllm_host": "127.0.0.1", "open_webui_enabled": False}, LOCAL, "llmrig_ssh_allowed_cidrs"),
+        (
+            {"llmrig_allowed_client_cidrs": [], "vllm_host": "127.0.0.1", "open_webui_enabled": False},
+            LOCAL,
+            "llmrig_ssh_allowed_cidrs",
+        ),
         ({"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, OVER_SSH, "llmrig_allowed_client_cidrs"),
         ({"llmrig_ssh_allowed_cidrs": ["office"]}, OVER_SSH, "llmrig_ssh_allowed_cidrs"),
         ({"inference_engine": "tgi"}, OVER_SSH, "inference_engine"),
     ],
 )
-def test_rules_that_cannot_be_made_name_the_knob(overrides: dict[str, Any], connection: dict[str, Any], knob: str) -> None:
+def test_rules_that_cannot_be_made_name_the_knob(
+    overrides: dict[str, Any], connection: dict[str, Any], knob: str
+) -> None:
     """No network left to reach SSH (a lock-out), a bad CIDR or engine: a ConfigError naming the knob."""
     with pytest.raises(ConfigError, match=f"^{knob}: "):
         firewall_rules({**KNOBS, **overrides}, connection)

@@ -136,10 +136,19 @@ BAD = [
     ("gpu", {"ollama_host": "my-box"}, "ollama_host"),
     # No firewall: an engine off loopback needs llmrig_allow_unfiltered; Ollama off loopback never passes.
     ("gpu", {"llmrig_firewall_enabled": False, "vllm_host": "0.0.0.0"}, "llmrig_allow_unfiltered"),
-    ("cpu", {"llmrig_firewall_enabled": "false", "inference_engine": "llamacpp", "llamacpp_host": "0.0.0.0"}, "llmrig_allow_unfiltered"),
+    (
+        "cpu",
+        {"llmrig_firewall_enabled": "false", "inference_engine": "llamacpp", "llamacpp_host": "0.0.0.0"},
+        "llmrig_allow_unfiltered",
+    ),
     (
         "gpu",
-        {"llmrig_firewall_enabled": False, "llmrig_allow_unfiltered": True, "inference_engine": "ollama", "ollama_host": "0.0.0.0"},
+        {
+            "llmrig_firewall_enabled": False,
+            "llmrig_allow_unfiltered": True,
+            "inference_engine": "ollama",
+            "ollama_host": "0.0.0.0",
+        },
         "ollama_host",
     ),
     ("gpu", {"llmrig_api_key": "short"}, "llmrig_api_key"),

@@ -83,7 +83,8 @@ def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
         return err(
             engine.host_knob,
             f"is {address}, off loopback, and llmrig_firewall_enabled is false: Ollama has no authentication, "
-            "so every network that reaches the box could use it; bind it to 127.0.0.1 or set llmrig_firewall_enabled: true",
+            "so every network that reaches the box could use it; "
+            "bind it to 127.0.0.1 or set llmrig_firewall_enabled: true",
         )
     if not as_bool(knobs, "llmrig_allow_unfiltered"):
         return err(
