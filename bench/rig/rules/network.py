@@ -1,5 +1,6 @@
-"""Rules on what listens and what it is given: ports, bind addresses and client CIDRs, and the
-secrets (the API key, and no secret on an engine's command line)."""
+"""Rules on what listens and what it is given: ports, bind addresses and client CIDRs, what may
+listen off loopback without the firewall, and the secrets (the API key, and no secret on an
+engine's command line)."""
 
 from __future__ import annotations
 
