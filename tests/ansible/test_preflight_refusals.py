@@ -143,6 +143,34 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
     ("short-api-key", "cpu", "group", {"llmrig_api_key": "abc"}, "llmrig_api_key"),
     ("no-gguf-for-llamacpp", "gpu", "host", {"inference_engine": "llamacpp"}, "model"),
     ("cuda-only-checkpoint-on-cpu", "cpu", "extra", {"model": "qwen3.8-27b-w4a16"}, "model"),
+    # The KV plan: one 262,144-token sequence needs more than 0.8 of two 16 GB cards leave.
+    (
+        "kv-plan-one-sequence",
+        "gpu",
+        "group",
+        {"vllm_max_model_len": 262144, "vllm_gpu_memory_utilization": 0.8},
+        "vllm_max_model_len",
+    ),
+    # Exposure without a firewall.
+    (
+        "unfiltered-engine",
+        "gpu",
+        "host",
+        {"vllm_host": "0.0.0.0", "llmrig_firewall_enabled": False},
+        "llmrig_allow_unfiltered",
+    ),
+    (
+        "unauthenticated-ollama-unfiltered",
+        "gpu",
+        "extra",
+        {
+            "inference_engine": "ollama",
+            "ollama_host": "0.0.0.0",
+            "llmrig_firewall_enabled": False,
+            "llmrig_allow_unfiltered": True,
+        },
+        "ollama_host",
+    ),
     ("fp8-on-ampere", "gpu-cc86", "group", {}, "vllm_kv_cache_dtype"),
     (
         "malformed-preset",

@@ -24,9 +24,11 @@ def test_there_are_roles() -> None:
     """The role list below is not empty (a parametrized test over nothing would pass)."""
     assert [role.name for role in ROLES] == [
         "engine",
+        "firewall",
         "llamacpp",
         "ollama",
         "preflight",
+        "secrets",
         "systemd_unit",
         "vllm",
         "watchdog",

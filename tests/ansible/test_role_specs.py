@@ -14,13 +14,15 @@ from tests.helpers import run_playbook
 pytestmark = pytest.mark.ansible
 
 PLAYBOOK = "tests/ansible/role_specs.yml"
-ROLES = ["engine", "vllm", "ollama", "llamacpp", "watchdog"]
+ROLES = ["firewall", "engine", "vllm", "ollama", "llamacpp", "watchdog", "secrets"]
 BAD = [
     ("engine", "llmrig_pip_no_index", "perhaps"),
     ("vllm", "vllm_mtp_tokens", "two"),
     ("ollama", "ollama_kv_cache_type", "q2_k"),
     ("llamacpp", "llamacpp_parallel", "many"),
     ("watchdog", "watchdog_enabled", "sometimes"),
+    ("firewall", "llmrig_firewall_enabled", "maybe"),
+    ("secrets", "secrets_generated_length", "long"),
 ]
 
 

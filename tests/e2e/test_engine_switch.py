@@ -40,12 +40,16 @@ OLLAMA_VERSIONS = ("0.32.15", "0.32.16")  # the pin, and the release update.yml 
 WATCHDOG = {"interval": 5, "failures": 2, "restarts": 2}
 PLAYBOOK_TIMEOUT_S = 1500
 # Known secrets, set for every run: none may show in any output, journal, process list or
-# readable file (test_no_secret_leaks). The Open WebUI knob has no role yet; it must stay hidden.
+# readable file (test_no_secret_leaks). The Open WebUI ones pass through the secrets role (and
+# every run passes the firewall role); they must stay hidden too.
 SECRETS = {
     "llmrig_api_key": "e2eApiKey7Qx2Lw9Vb4Nc8Rm3Tz",
     "llmrig_hf_token": "hf_e2eTokenK5Jd8Sa2Gf6Hp1Wq",
     "open_webui_secret_key": "e2eWebuiSecret4Yn7Ub3Ec9Ix",
+    "open_webui_admin_password": "e2eWebuiAdmin8Kc3Vn6Rt2Pw",
 }
+# The key test_rotating_the_api_key moves to for one run; it must stay hidden as well.
+ROTATED_API_KEY = "e2eRotatedKey3Hs8Pd5Mv1Qa6Lx"
 # Every process's command line, sampled inside the container from the start of the module.
 PS_SAMPLER = """
 import glob, time
@@ -368,6 +372,23 @@ _KILLED_SOCKET = re.compile(
 )
 
 
+def test_rotating_the_api_key(box: Box) -> None:
+    """One variable, one run: a new llmrig_api_key restarts the engine with it, bench's copy is
+    the new key, and the old one is refused; a run without it puts the tier's key back."""
+    before = box.unit("llamacpp.service")["InvocationID"]
+    run = box.play("site.yml", inference_engine="llamacpp", llmrig_api_key=ROTATED_API_KEY)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert box.unit("llamacpp.service")["InvocationID"] != before
+    assert _key(box) == ROTATED_API_KEY
+    assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 200
+    assert box.get("http://127.0.0.1:8081/v1/models", SECRETS["llmrig_api_key"])[0] == 401
+    back = box.play("site.yml", inference_engine="llamacpp")
+    assert back.returncode == 0, back.failed_tasks or back.output[-3000:]
+    assert _key(box) == SECRETS["llmrig_api_key"]
+    assert box.get("http://127.0.0.1:8081/v1/models", SECRETS["llmrig_api_key"])[0] == 200
+    assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 401
+
+
 def test_watchdog_restarts_a_killed_engine(box: Box) -> None:
     since = box.now()
     before = box.unit("llamacpp.service")
@@ -466,13 +487,22 @@ def test_verify_fails_when_an_idle_engine_runs(box: Box) -> None:
 
 
 def test_no_secret_leaks(box: Box) -> None:
-    """None of the known secrets appears in any playbook output (-vvv runs included), the
-    container's journal, any process command line seen during the runs, a rendered unit file, or
-    a file under /etc/llmrig other than the 0600 root files that hold them."""
+    """None of the known secrets appears in any playbook output (-vvv runs included, each of
+    which passes the firewall and secrets roles), the container's journal, any process command
+    line seen during the runs, a rendered unit file, or a file under /etc/llmrig other than the
+    0600 root files that hold them."""
     private = box.sh("find /etc/llmrig -type f -perm 0600 -user root").stdout.split()
+    webui = ("open_webui_secret_key", "open_webui_admin_password")
     # llamacpp.env exists once llama.cpp has been the engine (not under `-k` selections without it).
     assert {"/etc/llmrig/api_key", "/etc/llmrig/hf_token", "/etc/llmrig/vllm.env"} <= set(private)
-    assert set(private) <= {f"/etc/llmrig/{name}" for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env")}
+    assert {f"/etc/llmrig/{name}" for name in webui} <= set(private)
+    assert set(private) <= {
+        f"/etc/llmrig/{name}" for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", *webui)
+    }
+    # The firewall role ran in the tier's site.yml runs, and the secrets role kept the given values.
+    assert "firewall : configure | Allow SSH from the SSH networks before anything is denied" in "\n".join(box.outputs)
+    for name in webui:
+        assert box.sh(f"cat /etc/llmrig/{name}").stdout.strip() == SECRETS[name]
     places = {
         "ansible output": "\n".join(box.outputs),
         "journal": box.sh("journalctl --no-pager -o verbose", timeout=300).stdout,
@@ -486,7 +516,7 @@ def test_no_secret_leaks(box: Box) -> None:
     # Each leak names the knob, the place and the first line that holds it (the secret masked).
     leaks = [
         (knob, place, next(line for line in text.splitlines() if value in line).replace(value, "<" + knob + ">")[:300])
-        for knob, value in SECRETS.items()
+        for knob, value in {**SECRETS, "llmrig_api_key (rotated)": ROTATED_API_KEY}.items()
         for place, text in places.items()
         if value in text
     ]

@@ -43,6 +43,8 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_disk_errors",
                 "llmrig_engine_units",
                 "llmrig_env_file",
+                "llmrig_firewall_rules",
+                "llmrig_firewall_stale",
                 "llmrig_knob_spec",
                 "llmrig_public_env",
                 "llmrig_resolve",

@@ -32,8 +32,8 @@ ROLES = sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir()
 CONDITIONS = {"when", "that", "failed_when", "changed_when", "until"}  # bare Jinja expressions
 # Names shaped like a knob: a role's prefix, the shared llmrig_* and model knobs, inference_engine.
 KNOB_SHAPE = re.compile(r"^(vllm|ollama|llamacpp|engine|watchdog|open_webui|llmrig|model|inference)(_|$)")
-# The order roles run in a play; the engine roles share a stage (engine includes one of them).
-STAGE = {"preflight": 0, "engine": 1, **dict.fromkeys(ENGINE_NAMES, 2), "watchdog": 3}
+# The order roles run in site.yml; the engine roles share a stage (engine includes one of them).
+STAGE = {"preflight": 0, "firewall": 1, "engine": 2, **dict.fromkeys(ENGINE_NAMES, 3), "watchdog": 4, "secrets": 5}
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 
 
@@ -136,7 +136,7 @@ def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
     """_preflight_knob_roles is exactly the roles whose specs type a knob, preflight first; no other role types one."""
     roles = knob_roles()
     assert roles[0] == "preflight"
-    assert sorted(roles) == ["engine", "llamacpp", "ollama", "preflight", "vllm", "watchdog"]
+    assert sorted(roles) == ["engine", "firewall", "llamacpp", "ollama", "preflight", "secrets", "vllm", "watchdog"]
     owners = set(knob_owners(knob_documents()).values())
     assert owners == set(roles)
     for role in set(ROLES) - set(roles):
@@ -178,7 +178,7 @@ def test_every_spec_is_read_somewhere() -> None:
     """Each typed knob is read by a role or the rules, except the planned ones, which nothing reads yet."""
     read = set(rule_reads()).union(*(role_reads(role) for role in ROLES))
     planned = {name for name in merged_spec() if _entry_of(name) == ("preflight", "planned")}
-    assert planned  # the Open WebUI and firewall knobs, until their roles land
+    assert planned  # the Open WebUI knobs, until its role lands
     assert set(merged_spec()) - planned <= read, sorted(set(merged_spec()) - planned - read)
     assert not planned & read, f"{sorted(planned & read)} are read now: move their specs to the role that reads them"
 
@@ -197,7 +197,10 @@ def test_knobs_shared_by_roles_are_typed_once_where_said() -> None:
     assert owners["llmrig_pip_index_url"] == "engine"  # vllm and llamacpp read it, engine includes either
     assert owners["watchdog_enabled"] == "watchdog"  # its prefix; the engine roles read it too
     assert owners["vllm_device"] == "preflight"  # only preflight reads it
-    assert owners["open_webui_port"] == "preflight"  # only the rules read it
+    assert owners["open_webui_port"] == "firewall"  # the rules and the firewall read it; no open_webui role yet
+    assert owners["llmrig_allowed_client_cidrs"] == "firewall"  # the rules check it, the firewall enforces it
+    assert owners["llmrig_allow_unfiltered"] == "preflight"  # only the rules read it
+    assert owners["open_webui_admin_password"] == "secrets"
 
 
 def test_a_knob_typed_by_two_roles_is_refused() -> None:

@@ -138,6 +138,23 @@ BAD = [
     ("gpu", {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"ollama_host": "my-box"}, "ollama_host"),
+    # No firewall: an engine off loopback needs llmrig_allow_unfiltered; Ollama off loopback never passes.
+    ("gpu", {"llmrig_firewall_enabled": False, "vllm_host": "0.0.0.0"}, "llmrig_allow_unfiltered"),
+    (
+        "cpu",
+        {"llmrig_firewall_enabled": "false", "inference_engine": "llamacpp", "llamacpp_host": "0.0.0.0"},
+        "llmrig_allow_unfiltered",
+    ),
+    (
+        "gpu",
+        {
+            "llmrig_firewall_enabled": False,
+            "llmrig_allow_unfiltered": True,
+            "inference_engine": "ollama",
+            "ollama_host": "0.0.0.0",
+        },
+        "ollama_host",
+    ),
     ("gpu", {"llmrig_api_key": "short"}, "llmrig_api_key"),
     ("gpu", {"vllm_extra_args": ["--enforce-eager", "--api-key", "s3cretKeyValue12345"]}, "vllm_extra_args"),
     ("gpu", {"vllm_extra_args": ["--hf-token=hf_s3cretTokenValue"]}, "vllm_extra_args"),
@@ -157,6 +174,23 @@ def test_bad_configuration_names_the_variable(
     errors = _errors(_problems(rendered, overrides))
     assert variable in [error.variable for error in errors], errors
     assert all(error.render().startswith(f"{error.variable}: ") for error in errors)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"vllm_host": "0.0.0.0"},  # the firewall admits only the allowed client networks
+        {"llmrig_firewall_enabled": False},  # every engine on loopback
+        {"llmrig_firewall_enabled": False, "vllm_host": "0.0.0.0", "llmrig_allow_unfiltered": True},
+        {"llmrig_firewall_enabled": False, "ollama_host": "0.0.0.0"},  # Ollama is not the engine
+        {"inference_engine": "ollama", "ollama_host": "0.0.0.0"},  # behind the firewall
+    ],
+)
+def test_the_firewall_rule_passes(overrides: dict[str, Any], rendered_gpu: dict[str, Any]) -> None:
+    """Without the firewall only the active engine's bind address matters, and the unfiltered
+    switch lets an authenticating engine through; with the firewall nothing here is refused."""
+    errors = _errors(_problems(rendered_gpu, {**overrides, **FITS}))
+    assert [error.variable for error in errors if error.variable in ("llmrig_allow_unfiltered", "ollama_host")] == []
 
 
 def test_fp8_needs_compute_capability_8_9(rendered_gpu: dict[str, Any]) -> None:
@@ -228,6 +262,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_device_flags": "vllm_gpu_memory_utilization",
         "rule_cpu_memory": "vllm_cpu_kvcache_space_gib",
         "rule_network": "llmrig_allowed_client_cidrs",
+        "rule_firewall": "llmrig_allow_unfiltered",
         "rule_secrets": "llmrig_api_key",
         "rule_extra_args": "vllm_extra_args",
         "rule_paths": "llmrig_config_dir",

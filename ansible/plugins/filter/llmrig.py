@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench.rig import artifacts, engines, inputs, rules, specs, startup, validation, values, vllm_flags
+    from bench.rig import artifacts, engines, firewall, inputs, rules, specs, startup, validation, values, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench.rig import artifacts, engines, inputs, rules, specs, startup, validation, values, vllm_flags
+    from bench.rig import artifacts, engines, firewall, inputs, rules, specs, startup, validation, values, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +128,16 @@ def llmrig_check_input(spec: dict[str, dict[str, Any]], given: dict[str, Any], a
     return [problem.render() for problem in problems]
 
 
+def llmrig_firewall_rules(knobs: dict[str, Any], connection: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rules the firewall role allows, SSH first (bench.rig.firewall.firewall_rules)."""
+    return firewall.firewall_rules(knobs, connection)
+
+
+def llmrig_firewall_stale(show_added: str, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The llmrig rules of ``ufw show added`` that ``wanted`` lacks (bench.rig.firewall.stale_rules)."""
+    return firewall.stale_rules(str(show_added), wanted)
+
+
 class FilterModule:
     """llmrig configuration filters."""
 
@@ -141,6 +151,8 @@ class FilterModule:
             "llmrig_dial_host": llmrig_dial_host,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_engine_units": llmrig_engine_units,
+            "llmrig_firewall_rules": llmrig_firewall_rules,
+            "llmrig_firewall_stale": llmrig_firewall_stale,
             "llmrig_knob_spec": llmrig_knob_spec,
             "llmrig_vllm_args": llmrig_vllm_args,
             "llmrig_vllm_env": llmrig_vllm_env,

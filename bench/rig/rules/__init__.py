@@ -7,7 +7,7 @@ what a single variable's type cannot say.
 
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
 :mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan) and
-:mod:`~bench.rig.rules.network` (ports, bind addresses, secrets) and
+:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall, secrets) and
 :mod:`~bench.rig.rules.resources` (the paths and the port on the host), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
@@ -35,7 +35,7 @@ from bench.rig.rules.host import (
     rule_parallelism,
 )
 from bench.rig.rules.knobs import Rule, gpus
-from bench.rig.rules.network import rule_network, rule_ports, rule_secrets
+from bench.rig.rules.network import rule_firewall, rule_network, rule_ports, rule_secrets
 from bench.rig.rules.resources import rule_paths, rule_port_free
 
 __all__ = ["RULES", "Rule", "disk_problem", "gpus"]
@@ -57,6 +57,7 @@ RULES: tuple[Rule, ...] = (
     rule_device_flags,
     rule_cpu_memory,
     rule_network,
+    rule_firewall,
     rule_extra_args,
     rule_secrets,
     rule_pinned_revision,

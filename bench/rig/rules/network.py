@@ -1,15 +1,16 @@
-"""Rules on what listens and what it is given: ports, bind addresses and client CIDRs, and the
-secrets (the API key, and no secret on an engine's command line)."""
+"""Rules on what listens and what it is given: ports, bind addresses and client CIDRs, what may
+listen off loopback without the firewall, and the secrets (the API key, and no secret on an
+engine's command line)."""
 
 from __future__ import annotations
 
 import ipaddress
 import re
 
-from bench.rig.engines import ENGINES
+from bench.rig.engines import ENGINES, ENGINES_BY_NAME
 from bench.rig.presets import Preset
 from bench.rig.problems import Problem
-from bench.rig.rules.knobs import Host, Knobs, as_int, as_str, err
+from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
 
 # Every service that listens: the engines of the table, then Open WebUI.
 PORT_KNOBS = (*(engine.port_knob for engine in ENGINES), "open_webui_port")
@@ -70,6 +71,33 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
             f"is empty but {' and '.join(exposed)}, off loopback; list the client networks, or bind to 127.0.0.1",
         )
     return problems
+
+
+def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """With llmrig_firewall_enabled false nothing filters what reaches the active engine: one bound
+    off loopback needs llmrig_allow_unfiltered: true (its /health and /metrics answer without the
+    key), and Ollama off loopback is refused outright (it has no authentication at all)."""
+    if as_bool(knobs, "llmrig_firewall_enabled"):
+        return []
+    engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
+    address = as_str(knobs, engine.host_knob) if engine else ""
+    if engine is None or _is_loopback(address):
+        return []
+    if not engine.api_key:
+        return err(
+            engine.host_knob,
+            f"is {address}, off loopback, and llmrig_firewall_enabled is false: Ollama has no authentication, "
+            "so every network that reaches the box could use it; "
+            "bind it to 127.0.0.1 or set llmrig_firewall_enabled: true",
+        )
+    if not as_bool(knobs, "llmrig_allow_unfiltered"):
+        return err(
+            "llmrig_allow_unfiltered",
+            f"{engine.host_knob} is {address}, off loopback, and llmrig_firewall_enabled is false, so every network "
+            "that reaches the box reaches the engine (its /health and /metrics need no key); set "
+            "llmrig_firewall_enabled: true, bind to 127.0.0.1, or set llmrig_allow_unfiltered: true to accept that",
+        )
+    return []
 
 
 # Engine flags that take a secret: on a command line it shows in ps, the journal and deployment.json.

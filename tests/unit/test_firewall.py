@@ -1,0 +1,153 @@
+"""The firewall's rules from the knobs and the connection (bench.rig.firewall), table-driven:
+what SSH, the active engine and Open WebUI are allowed from, and which old llmrig rules go."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bench.errors import ConfigError
+from bench.rig.firewall import controller_network, firewall_rules, ssh_port, stale_rules
+
+KNOBS: dict[str, Any] = {
+    "inference_engine": "vllm",
+    "vllm_host": "0.0.0.0",
+    "vllm_port": 8000,
+    "ollama_host": "127.0.0.1",
+    "ollama_port": 11434,
+    "llamacpp_host": "127.0.0.1",
+    "llamacpp_port": 8081,
+    "open_webui_enabled": True,
+    "open_webui_host": "0.0.0.0",
+    "open_webui_port": 8080,
+    "llmrig_allowed_client_cidrs": ["192.168.1.0/24", "10.0.0.0/8"],
+    "llmrig_ssh_allowed_cidrs": [],
+}
+# SSH_CONNECTION as sshd sets it: client address, client port, server address, server port.
+OVER_SSH = {"ansible_port": "", "ssh_connection": "192.168.1.20 50022 192.168.1.50 22"}
+LOCAL = {"ansible_port": "", "ssh_connection": ""}
+
+
+def _allowed(rules: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
+    return [(rule["name"], rule["src"], rule["port"]) for rule in rules]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "connection", "expected"),
+    [
+        (  # defaults: SSH from the clients (the controller is among them), vLLM and Open WebUI
+            {},
+            OVER_SSH,
+            [
+                ("ssh", "192.168.1.0/24", 22),
+                ("ssh", "10.0.0.0/8", 22),
+                ("ssh", "192.168.1.20/32", 22),
+                ("vllm", "192.168.1.0/24", 8000),
+                ("vllm", "10.0.0.0/8", 8000),
+                ("open_webui", "192.168.1.0/24", 8080),
+                ("open_webui", "10.0.0.0/8", 8080),
+            ],
+        ),
+        (  # engine and Open WebUI on loopback: only SSH is opened
+            {"vllm_host": "127.0.0.1", "open_webui_host": "localhost", "llmrig_allowed_client_cidrs": ["10.1.0.0/16"]},
+            {"ansible_port": "", "ssh_connection": "203.0.113.9 40000 10.1.0.5 2222"},
+            [("ssh", "10.1.0.0/16", 2222), ("ssh", "203.0.113.9/32", 2222)],
+        ),
+        (  # only the active engine's port: llama.cpp's, not vLLM's; Open WebUI disabled
+            {"inference_engine": "llamacpp", "llamacpp_host": "10.1.0.5", "open_webui_enabled": False},
+            OVER_SSH,
+            [
+                ("ssh", "192.168.1.0/24", 22),
+                ("ssh", "10.0.0.0/8", 22),
+                ("ssh", "192.168.1.20/32", 22),
+                ("llamacpp", "192.168.1.0/24", 8081),
+                ("llamacpp", "10.0.0.0/8", 8081),
+            ],
+        ),
+        (  # llmrig_ssh_allowed_cidrs replaces the default sources; ansible_port without a session
+            {"llmrig_ssh_allowed_cidrs": ["198.51.100.7"], "open_webui_enabled": "false", "vllm_host": "127.0.0.1"},
+            {"ansible_port": "2200", "ssh_connection": ""},
+            [("ssh", "198.51.100.7/32", 2200)],
+        ),
+        (  # Ollama off loopback, a local connection: SSH on 22 from the clients only
+            {"inference_engine": "ollama", "ollama_host": "0.0.0.0", "open_webui_enabled": False},
+            LOCAL,
+            [
+                ("ssh", "192.168.1.0/24", 22),
+                ("ssh", "10.0.0.0/8", 22),
+                ("ollama", "192.168.1.0/24", 11434),
+                ("ollama", "10.0.0.0/8", 11434),
+            ],
+        ),
+    ],
+)
+def test_rules(overrides: dict[str, Any], connection: dict[str, Any], expected: list[tuple[str, str, int]]) -> None:
+    """SSH comes first; each service bound off loopback is allowed on its own port from the client networks."""
+    rules = firewall_rules({**KNOBS, **overrides}, connection)
+    assert _allowed(rules) == expected
+    assert all(rule["proto"] == "tcp" and rule["comment"] == f"llmrig {rule['name']}" for rule in rules)
+
+
+@pytest.mark.parametrize(
+    ("ansible_port", "session", "port", "controller"),
+    [
+        ("", "192.168.1.20 50022 192.168.1.50 22", 22, "192.168.1.20/32"),
+        ("2222", "192.168.1.20 50022 10.0.0.5 22", 22, "192.168.1.20/32"),  # a port forward: the host's own port
+        ("2222", "", 2222, None),
+        ("", "", 22, None),
+        ("", "UNKNOWN 65535 UNKNOWN 65535", 22, None),  # sshd in inetd mode on a pipe
+        ("", "fd00::20 50022 fd00::50 22", 22, "fd00::20/128"),
+    ],
+)
+def test_the_ssh_port_and_the_controller_come_from_the_session(
+    ansible_port: str, session: str, port: int, controller: str | None
+) -> None:
+    """SSH_CONNECTION names the port sshd really took the session on, else ansible_port, else 22."""
+    assert ssh_port(ansible_port, session) == port
+    assert controller_network(session) == controller
+
+
+@pytest.mark.parametrize(
+    ("overrides", "connection", "knob"),
+    [
+        (
+            {"llmrig_allowed_client_cidrs": [], "vllm_host": "127.0.0.1", "open_webui_enabled": False},
+            LOCAL,
+            "llmrig_ssh_allowed_cidrs",
+        ),
+        ({"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, OVER_SSH, "llmrig_allowed_client_cidrs"),
+        ({"llmrig_ssh_allowed_cidrs": ["office"]}, OVER_SSH, "llmrig_ssh_allowed_cidrs"),
+        ({"inference_engine": "tgi"}, OVER_SSH, "inference_engine"),
+    ],
+)
+def test_rules_that_cannot_be_made_name_the_knob(
+    overrides: dict[str, Any], connection: dict[str, Any], knob: str
+) -> None:
+    """No network left to reach SSH (a lock-out), a bad CIDR or engine: a ConfigError naming the knob."""
+    with pytest.raises(ConfigError, match=f"^{knob}: "):
+        firewall_rules({**KNOBS, **overrides}, connection)
+
+
+SHOW_ADDED = """Added user rules (see 'ufw status' for running firewall):
+ufw allow from 192.168.1.0/24 to any port 22 proto tcp comment 'llmrig ssh'
+ufw allow from 192.168.1.20 to any port 22 proto tcp comment 'llmrig ssh'
+ufw allow from 192.168.1.0/24 to any port 8000 proto tcp comment 'llmrig vllm'
+ufw allow from 172.16.0.0/12 to any port 8000 proto tcp comment 'llmrig vllm'
+ufw allow from 192.168.1.0/24 to any port 8081 proto tcp comment 'llmrig llamacpp'
+ufw allow from 192.168.1.0/24 to any port 9100 proto tcp comment 'node exporter'
+ufw allow 9999/tcp
+"""
+
+
+def test_stale_rules_are_the_llmrig_rules_no_longer_wanted() -> None:
+    """A network taken off the list and the engine switched away from go, spelled as ufw prints
+    them (a /32 without its suffix); the operator's own rules, with no llmrig comment, stay."""
+    wanted = firewall_rules(
+        {**KNOBS, "llmrig_allowed_client_cidrs": ["192.168.1.0/24"], "open_webui_enabled": False}, OVER_SSH
+    )
+    assert stale_rules(SHOW_ADDED, wanted) == [
+        {"src": "172.16.0.0/12", "port": 8000, "proto": "tcp", "comment": "llmrig vllm"},
+        {"src": "192.168.1.0/24", "port": 8081, "proto": "tcp", "comment": "llmrig llamacpp"},
+    ]
+    assert stale_rules("Added user rules (see 'ufw status' for running firewall):\n", wanted) == []
