@@ -38,6 +38,8 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
         sorted(
             [
                 "llmrig_artifacts_path",
+                "llmrig_check_input",
+                "llmrig_knob_candidates",
                 "llmrig_check",
                 "llmrig_dial_host",
                 "llmrig_disk_errors",
@@ -81,7 +83,10 @@ def test_filters_render_problems(rendered_gpu: dict[str, Any]) -> None:
         "open_webui_port: port 8080 is already taken by vllm_port; give open_webui_port another port"
     ]
     assert [line.split(":")[0] for line in result["warnings"]] == ["vllm_model_revision"]
-    assert [line.split(" tokens")[0] for line in result["notes"]] == ["KV plan: 228,010"]
+    assert result["notes"] == []  # the KV plan stays quiet once another rule found an error
+    fine = llmrig.llmrig_check({**knobs, "vllm_port": 8000}, rendered_gpu["host"])
+    assert fine["errors"] == []
+    assert [line.split(" tokens")[0] for line in fine["notes"]] == ["KV plan: 228,010"]
     resolved = llmrig.llmrig_resolve(knobs, rendered_gpu["host"])
     assert (resolved["device"], resolved["model"], resolved["errors"]) == ("cuda", "qwen3.8-27b-w4a16", [])
     assert resolved["preset"]["served_name"] == "qwen3.8-27b"

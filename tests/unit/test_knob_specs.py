@@ -193,7 +193,7 @@ def test_knobs_shared_by_roles_are_typed_once_where_said() -> None:
     """A few shared knobs, spelled out: the first reader, engine for the engine roles' shared pip knobs."""
     owners = knob_owners(knob_documents())
     assert owners["inference_engine"] == "preflight"  # preflight and engine read it
-    assert owners["llmrig_config_dir"] == "engine"  # engine, vllm, llamacpp and watchdog read it
+    assert owners["llmrig_config_dir"] == "preflight"  # preflight probes it, then engine and others
     assert owners["llmrig_pip_index_url"] == "engine"  # vllm and llamacpp read it, engine includes either
     assert owners["watchdog_enabled"] == "watchdog"  # its prefix; the engine roles read it too
     assert owners["vllm_device"] == "preflight"  # only preflight reads it
