@@ -139,6 +139,8 @@ BAD = [
     ("gpu", {"vllm_extra_args": ["--hf-token=hf_s3cretTokenValue"]}, "vllm_extra_args"),
     ("cpu", {"inference_engine": "llamacpp", "llamacpp_extra_args": ["--api-key", "k" * 20]}, "llamacpp_extra_args"),
     ("gpu", {"inference_engine": "llamacpp"}, "model"),
+    ("gpu", {"nvidia_driver_branch": 570}, "nvidia_driver_branch"),
+    ("cpu", {"nvidia_driver_branch": "latest"}, "nvidia_driver_branch"),
 ]
 
 
@@ -205,7 +207,7 @@ def test_high_memory_utilization_warns(rendered_gpu: dict[str, Any]) -> None:
 def test_every_rule_is_exercised() -> None:
     """Each rule in RULES has at least one failing case above (no rule ships untested)."""
     tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
-    tested |= {"kv-plan"}  # test_kv_plan_* below
+    tested |= {"kv-plan", "nvidia_driver_gpu_count"}  # test_kv_plan_* and the driver's GPU count below
     produced = {
         "rule_host_os": "inventory",
         "rule_kv_plan": "kv-plan",
@@ -224,6 +226,8 @@ def test_every_rule_is_exercised() -> None:
         "rule_network": "llmrig_allowed_client_cidrs",
         "rule_secrets": "llmrig_api_key",
         "rule_pinned_revision": "vllm_model_revision",
+        "rule_driver_branch": "nvidia_driver_branch",
+        "rule_driver_gpu_count": "nvidia_driver_gpu_count",
     }
     assert {rule.__name__ for rule in RULES} == set(produced)
     assert set(produced.values()) <= tested
@@ -262,3 +266,20 @@ def test_a_secret_flag_in_extra_args_is_named_never_echoed(rendered_gpu: dict[st
     assert [error.variable for error in errors] == ["vllm_extra_args"]
     assert "--api-key" in errors[0].message
     assert "s3cretKeyValue12345" not in errors[0].render()
+
+
+def test_the_driver_branch_floor_is_580(rendered_gpu: dict[str, Any]) -> None:
+    """Branch 580 passes, 579 fails naming nvidia_driver_branch and the floor."""
+    assert _errors(_problems(rendered_gpu, {"nvidia_driver_branch": 580})) == []
+    errors = _errors(_problems(rendered_gpu, {"nvidia_driver_branch": 579}))
+    assert [error.variable for error in errors] == ["nvidia_driver_branch"]
+    assert "below 580" in errors[0].message
+
+
+def test_a_gpu_count_unlike_the_box_warns(rendered_gpu: dict[str, Any], rendered_cpu: dict[str, Any]) -> None:
+    """Two cards found but one expected: a warning (the driver role fails its check later); no GPU: nothing."""
+    problems = _problems(rendered_gpu, {"nvidia_driver_gpu_count": 1, **FITS})
+    assert _errors(problems) == []
+    assert "nvidia_driver_gpu_count" in [p.variable for p in problems if p.severity == "warning"]
+    cpu = _problems(rendered_cpu, {"nvidia_driver_gpu_count": 1})
+    assert "nvidia_driver_gpu_count" not in [p.variable for p in cpu]

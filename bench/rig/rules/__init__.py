@@ -6,13 +6,15 @@ returns the problems it finds. Types and choices are the argument specs' job; th
 what a single variable's type cannot say.
 
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
-:mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan) and
+:mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan),
+:mod:`~bench.rig.rules.driver` (the NVIDIA driver's branch floor and GPU count) and
 :mod:`~bench.rig.rules.network` (ports, bind addresses, secrets), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
 
 from __future__ import annotations
 
+from bench.rig.rules.driver import rule_driver_branch, rule_driver_gpu_count
 from bench.rig.rules.engine import (
     rule_batching,
     rule_context,
@@ -55,4 +57,6 @@ RULES: tuple[Rule, ...] = (
     rule_secrets,
     rule_pinned_revision,
     rule_kv_plan,
+    rule_driver_branch,
+    rule_driver_gpu_count,
 )
