@@ -50,6 +50,9 @@ BAD = [
     ("cpu", {"model": "qwen3.8-27b-w4a16"}, "model"),
     ("gpu", {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"inference_engine": "llamacpp"}, "model"),
+    # The NVIDIA driver: a type the spec refuses, and the branch floor.
+    ("cpu", {"nvidia_driver_source": "debian"}, "nvidia_driver_source"),
+    ("gpu", {"nvidia_driver_branch": 570}, "nvidia_driver_branch"),
 ]
 
 GOOD = [
