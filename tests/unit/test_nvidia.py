@@ -51,7 +51,7 @@ def test_lspci_lists_nvidia_display_controllers_only(lspci: str, count: int) -> 
     ],
 )
 def test_proc_version_names_the_flavour_and_version(name: str, open_modules: bool, version: str) -> None:
-    """"Open Kernel Module" in the NVRM line is the open flavour; the plain "Kernel Module" is closed."""
+    """ "Open Kernel Module" in the NVRM line is the open flavour; the plain "Kernel Module" is closed."""
     loaded = parse_proc_version(fake(name))
     assert loaded is not None
     assert (loaded.open_modules, loaded.version) == (open_modules, version)
@@ -62,9 +62,7 @@ def test_no_version_file_means_no_driver_loaded() -> None:
     assert parse_proc_version("") is None
 
 
-@pytest.mark.parametrize(
-    ("name", "open_modules"), [("modinfo-open-580.txt", True), ("modinfo-closed-580.txt", False)]
-)
+@pytest.mark.parametrize(("name", "open_modules"), [("modinfo-open-580.txt", True), ("modinfo-closed-580.txt", False)])
 def test_modinfo_license_tells_the_flavour(name: str, open_modules: bool) -> None:
     """Dual MIT/GPL is the open module, NVIDIA the proprietary one; parm lines with colons are ignored."""
     module = parse_modinfo(fake(name))
@@ -100,18 +98,48 @@ GOOD = {"proc": "proc-version-open-580.txt", "modinfo": "modinfo-open-580.txt", 
 CHECKS = [
     ("two-5060ti-open-580", GOOD, 2, [], ""),
     ("one-gpu-expected-one", {**GOOD, "smi": "smi-one-5060ti.csv"}, 1, [], ""),
-    ("one-gpu-expected-two", {**GOOD, "smi": "smi-one-5060ti.csv", "lspci": "lspci-nn-two-5060ti.txt"}, 2,
-     ["nvidia_driver_gpu_count"], "lspci shows 2"),
-    ("wrong-compute-capability", {**GOOD, "smi": "smi-two-4060ti.csv"}, 2,
-     ["nvidia_driver_compute_capability", "nvidia_driver_compute_capability"], "8.9, expected 12.0"),
-    ("closed-driver-loaded", {**GOOD, "proc": "proc-version-closed-580.txt", "modinfo": "modinfo-closed-580.txt"}, 2,
-     ["nvidia_driver_source"], "open modules"),
-    ("branch-below-floor", {**GOOD, "proc": "proc-version-open-570.txt", "modinfo": ""}, 2,
-     ["nvidia_driver_branch"], "below branch 580"),
-    ("other-branch-loaded", {**GOOD, "proc": "proc-version-open-590.txt", "modinfo": ""}, 2,
-     ["nvidia_driver_branch"], "branch 580 is pinned"),
-    ("installed-not-loaded", {**GOOD, "proc": "", "smi": "smi-no-driver.txt", "smi_rc": 9}, 2,
-     ["reboot"], "reboot the host"),
+    (
+        "one-gpu-expected-two",
+        {**GOOD, "smi": "smi-one-5060ti.csv", "lspci": "lspci-nn-two-5060ti.txt"},
+        2,
+        ["nvidia_driver_gpu_count"],
+        "lspci shows 2",
+    ),
+    (
+        "wrong-compute-capability",
+        {**GOOD, "smi": "smi-two-4060ti.csv"},
+        2,
+        ["nvidia_driver_compute_capability", "nvidia_driver_compute_capability"],
+        "8.9, expected 12.0",
+    ),
+    (
+        "closed-driver-loaded",
+        {**GOOD, "proc": "proc-version-closed-580.txt", "modinfo": "modinfo-closed-580.txt"},
+        2,
+        ["nvidia_driver_source"],
+        "open modules",
+    ),
+    (
+        "branch-below-floor",
+        {**GOOD, "proc": "proc-version-open-570.txt", "modinfo": ""},
+        2,
+        ["nvidia_driver_branch"],
+        "below branch 580",
+    ),
+    (
+        "other-branch-loaded",
+        {**GOOD, "proc": "proc-version-open-590.txt", "modinfo": ""},
+        2,
+        ["nvidia_driver_branch"],
+        "branch 580 is pinned",
+    ),
+    (
+        "installed-not-loaded",
+        {**GOOD, "proc": "", "smi": "smi-no-driver.txt", "smi_rc": 9},
+        2,
+        ["reboot"],
+        "reboot the host",
+    ),
     ("loaded-but-smi-fails", {**GOOD, "smi": "smi-no-driver.txt", "smi_rc": 9}, 2, ["reboot"], "nvidia-smi"),
 ]
 
@@ -151,7 +179,7 @@ REBOOTS = [
     ("pending-from-an-earlier-run", False, NOT_LOADED, False, "ssh", False, "stop", "run ansible-playbook site.yml"),
     ("pending-reboot-allowed", False, NOT_LOADED, True, "ssh", False, "reboot", ""),
     ("nothing-changed", False, LOADED, True, "ssh", False, "continue", "nothing to load"),
-    ("test-container", True, LOADED, True, "containers.podman.podman", True, "continue", "nvidia_driver_test_no_kernel"),
+    ("test-container", True, LOADED, True, "podman", True, "continue", "nvidia_driver_test_no_kernel"),
 ]
 
 
@@ -160,7 +188,7 @@ REBOOTS = [
     REBOOTS,
     ids=[row[0] for row in REBOOTS],
 )
-def test_reboot_only_when_allowed_and_not_local(
+def test_reboot_only_when_allowed_and_not_local(  # noqa: PLR0917 one argument per table column
     case: str,
     changed: bool,
     probes: dict[str, Any],
@@ -190,12 +218,14 @@ def test_the_filter_hands_the_role_errors_and_the_reboot_decision() -> None:
         "connection": "ssh",
         "no_kernel": "False",
     }
-    probes = {"proc_version": "", "modinfo": fake("modinfo-open-580.txt"), "smi": fake("smi-no-driver.txt"), "smi_rc": "9"}
+    modinfo, no_driver = fake("modinfo-open-580.txt"), fake("smi-no-driver.txt")
+    probes = {"proc_version": "", "modinfo": modinfo, "smi": no_driver, "smi_rc": "9"}
     report = filters["llmrig_nvidia_state"](probes, expected)
     assert report["errors"][0].startswith("reboot: no NVIDIA kernel module is loaded")
     assert report["reboot_pending"] is True
     assert report["reboot"]["action"] == "stop"
-    good = {"proc_version": fake("proc-version-open-580.txt"), "modinfo": "", "smi": fake("smi-two-5060ti.csv"), "smi_rc": 0}
+    loaded, listed = fake("proc-version-open-580.txt"), fake("smi-two-5060ti.csv")
+    good = {"proc_version": loaded, "modinfo": "", "smi": listed, "smi_rc": 0}
     report = filters["llmrig_nvidia_state"](good, {**expected, "reboot_allowed": "true"})
     assert report["errors"] == []
     assert report["summary"].startswith("NVIDIA open kernel module 580.95.05 loaded")
