@@ -36,6 +36,10 @@ ExecStart=/usr/bin/nvidia-persistenced
 [Install]
 WantedBy=multi-user.target
 """
+# What dh_installsystemd's postinst does in the real packages: systemd learns the new unit.
+POSTINST_RELOAD = (
+    "#!/bin/sh\nset -e\nif [ -d /run/systemd/system ]; then systemctl --system daemon-reload || true; fi\n"
+)
 PERSISTENCED = "#!/bin/sh\n# FAKE nvidia-persistenced for tests: stays up and does nothing.\nexec sleep infinity\n"
 
 
@@ -50,6 +54,9 @@ def build(pool: Path, name: str, version: str, files: dict[str, tuple[str, int]]
             f"Description: FAKE {name} for the nvidia_driver molecule scenario\n"
         )
         (root / "DEBIAN" / "control").write_text(control, encoding="utf-8")
+        if any(path.endswith(".service") for path in files):
+            (root / "DEBIAN" / "postinst").write_text(POSTINST_RELOAD, encoding="utf-8")
+            (root / "DEBIAN" / "postinst").chmod(0o755)
         marker = {f"{FAKE_DIR}/{name}.installed": (f"FAKE package {name} {version}\n", 0o644)}
         for path, (text, mode) in {**marker, **files}.items():
             target = root / path
