@@ -7,8 +7,9 @@ and the planner (:mod:`~bench.rig.problems`), the ``vllm serve`` command line
 planner (:mod:`~bench.rig.plan`, its arithmetic :mod:`~bench.rig.plan_math`, its inputs
 :mod:`~bench.rig.plan_inputs`), the artifacts rule (:mod:`~bench.rig.artifacts`), the engine
 table (:mod:`~bench.rig.engines`), the firewall's rules (:mod:`~bench.rig.firewall`), the literal
-knobs of group_vars (:mod:`~bench.rig.group_vars`) and the parsers of knob values
-(:mod:`~bench.rig.values`).
+knobs of group_vars (:mod:`~bench.rig.group_vars`), the parsers of knob values
+(:mod:`~bench.rig.values`) and the NVIDIA driver's probe parsers and decisions
+(:mod:`~bench.rig.nvidia_probes`, :mod:`~bench.rig.nvidia`).
 The filter plugin in ``ansible/plugins/filter``
 imports these modules on the controller, so importing any of them stays cheap: the standard
 library and PyYAML (which Ansible itself needs), nothing of the measuring harness or the CLI.

@@ -48,6 +48,7 @@ KNOB_PREFIXES = (
     "open_webui_",
     "watchdog_",
     "engine_",
+    "nvidia_driver_",
 )
 # Facts that roles publish for later ones: they carry the prefix but are not knobs.
 PUBLISHED_FACTS = frozenset(

@@ -151,6 +151,9 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         {"vllm_max_model_len": 262144, "vllm_gpu_memory_utilization": 0.8},
         "vllm_max_model_len",
     ),
+    # The NVIDIA driver: a choice the spec refuses, and the branch floor.
+    ("driver-source", "cpu", "host", {"nvidia_driver_source": "debian"}, "nvidia_driver_source"),
+    ("driver-branch-floor", "gpu", "group", {"nvidia_driver_branch": 570}, "nvidia_driver_branch"),
     # Exposure without a firewall.
     (
         "unfiltered-engine",

@@ -26,6 +26,7 @@ def test_there_are_roles() -> None:
         "engine",
         "firewall",
         "llamacpp",
+        "nvidia_driver",
         "ollama",
         "preflight",
         "secrets",

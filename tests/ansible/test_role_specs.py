@@ -14,8 +14,9 @@ from tests.helpers import run_playbook
 pytestmark = pytest.mark.ansible
 
 PLAYBOOK = "tests/ansible/role_specs.yml"
-ROLES = ["firewall", "engine", "vllm", "ollama", "llamacpp", "watchdog", "secrets"]
+ROLES = ["firewall", "nvidia_driver", "engine", "vllm", "ollama", "llamacpp", "watchdog", "secrets"]
 BAD = [
+    ("nvidia_driver", "nvidia_driver_source", "debian"),
     ("engine", "llmrig_pip_no_index", "perhaps"),
     ("vllm", "vllm_mtp_tokens", "two"),
     ("ollama", "ollama_kv_cache_type", "q2_k"),

@@ -48,6 +48,8 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_firewall_rules",
                 "llmrig_firewall_stale",
                 "llmrig_knob_spec",
+                "llmrig_nvidia_hardware",
+                "llmrig_nvidia_state",
                 "llmrig_public_env",
                 "llmrig_resolve",
                 "llmrig_vllm_args",

@@ -31,9 +31,19 @@ from tests.helpers import knob_spec as merged_spec
 ROLES = sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir())
 CONDITIONS = {"when", "that", "failed_when", "changed_when", "until"}  # bare Jinja expressions
 # Names shaped like a knob: a role's prefix, the shared llmrig_* and model knobs, inference_engine.
-KNOB_SHAPE = re.compile(r"^(vllm|ollama|llamacpp|engine|watchdog|open_webui|llmrig|model|inference)(_|$)")
+KNOB_SHAPE = re.compile(
+    r"^(vllm|ollama|llamacpp|engine|watchdog|open_webui|nvidia_driver|llmrig|model|inference)(_|$)"
+)
 # The order roles run in site.yml; the engine roles share a stage (engine includes one of them).
-STAGE = {"preflight": 0, "firewall": 1, "engine": 2, **dict.fromkeys(ENGINE_NAMES, 3), "watchdog": 4, "secrets": 5}
+STAGE = {
+    "preflight": 0,
+    "firewall": 1,
+    "nvidia_driver": 2,
+    "engine": 3,
+    **dict.fromkeys(ENGINE_NAMES, 4),
+    "watchdog": 5,
+    "secrets": 6,
+}
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 
 
@@ -136,7 +146,17 @@ def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
     """_preflight_knob_roles is exactly the roles whose specs type a knob, preflight first; no other role types one."""
     roles = knob_roles()
     assert roles[0] == "preflight"
-    assert sorted(roles) == ["engine", "firewall", "llamacpp", "ollama", "preflight", "secrets", "vllm", "watchdog"]
+    assert sorted(roles) == [
+        "engine",
+        "firewall",
+        "llamacpp",
+        "nvidia_driver",
+        "ollama",
+        "preflight",
+        "secrets",
+        "vllm",
+        "watchdog",
+    ]
     owners = set(knob_owners(knob_documents()).values())
     assert owners == set(roles)
     for role in set(ROLES) - set(roles):

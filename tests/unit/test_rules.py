@@ -160,6 +160,8 @@ BAD = [
     ("gpu", {"vllm_extra_args": ["--hf-token=hf_s3cretTokenValue"]}, "vllm_extra_args"),
     ("cpu", {"inference_engine": "llamacpp", "llamacpp_extra_args": ["--api-key", "k" * 20]}, "llamacpp_extra_args"),
     ("gpu", {"inference_engine": "llamacpp"}, "model"),
+    ("gpu", {"nvidia_driver_branch": 570}, "nvidia_driver_branch"),
+    ("cpu", {"nvidia_driver_branch": "latest"}, "nvidia_driver_branch"),
 ]
 
 
@@ -243,7 +245,7 @@ def test_high_memory_utilization_warns(rendered_gpu: dict[str, Any]) -> None:
 def test_every_rule_is_exercised() -> None:
     """Each rule in RULES has at least one failing case above (no rule ships untested)."""
     tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
-    tested |= {"kv-plan"}  # test_kv_plan_* below
+    tested |= {"kv-plan", "nvidia_driver_gpu_count"}  # test_kv_plan_* and the driver's GPU count below
     tested |= {"vllm_extra_args"}  # test_extra_args_* below
     tested |= {"llmrig_config_dir", "vllm_port"}  # tests/unit/test_host_probe.py
     produced = {
@@ -268,6 +270,8 @@ def test_every_rule_is_exercised() -> None:
         "rule_paths": "llmrig_config_dir",
         "rule_port_free": "vllm_port",
         "rule_pinned_revision": "vllm_model_revision",
+        "rule_driver_branch": "nvidia_driver_branch",
+        "rule_driver_gpu_count": "nvidia_driver_gpu_count",
     }
     assert {rule.__name__ for rule in RULES} == set(produced)
     assert set(produced.values()) <= tested
@@ -411,3 +415,20 @@ def test_llamacpp_owned_flags_cover_the_flags_the_role_writes() -> None:
     written = set(re.findall(r"'(--[a-z-]+)'", block))
     assert written, block
     assert written <= set(LLAMACPP_OWNED_FLAGS), written - set(LLAMACPP_OWNED_FLAGS)
+
+
+def test_the_driver_branch_floor_is_580(rendered_gpu: dict[str, Any]) -> None:
+    """Branch 580 passes, 579 fails naming nvidia_driver_branch and the floor."""
+    assert _errors(_problems(rendered_gpu, {"nvidia_driver_branch": 580})) == []
+    errors = _errors(_problems(rendered_gpu, {"nvidia_driver_branch": 579}))
+    assert [error.variable for error in errors] == ["nvidia_driver_branch"]
+    assert "below 580" in errors[0].message
+
+
+def test_a_gpu_count_unlike_the_box_warns(rendered_gpu: dict[str, Any], rendered_cpu: dict[str, Any]) -> None:
+    """Two cards found but one expected: a warning (the driver role fails its check later); no GPU: nothing."""
+    problems = _problems(rendered_gpu, {"nvidia_driver_gpu_count": 1, **FITS})
+    assert _errors(problems) == []
+    assert "nvidia_driver_gpu_count" in [p.variable for p in problems if p.severity == "warning"]
+    cpu = _problems(rendered_cpu, {"nvidia_driver_gpu_count": 1})
+    assert "nvidia_driver_gpu_count" not in [p.variable for p in cpu]

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench.rig import artifacts, engines, firewall, inputs, rules, specs, startup, validation, values, vllm_flags
+    from bench.rig import artifacts, engines, firewall, inputs, nvidia, rules, specs, startup, validation, values, vllm_flags
 except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench.rig import artifacts, engines, firewall, inputs, rules, specs, startup, validation, values, vllm_flags
+    from bench.rig import artifacts, engines, firewall, inputs, nvidia, rules, specs, startup, validation, values, vllm_flags
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +138,42 @@ def llmrig_firewall_stale(show_added: str, wanted: list[dict[str, Any]]) -> list
     return firewall.stale_rules(str(show_added), wanted)
 
 
+def llmrig_nvidia_hardware(host: dict[str, Any]) -> dict[str, Any]:
+    """Preflight's decision for the nvidia_driver role from the host facts (bench.rig.nvidia.hardware_decision)."""
+    decision = nvidia.hardware_decision(list(host.get("gpus") or []), str(host.get("gpu_source", "")))
+    return {"manage": decision.manage, "gpu_count": decision.gpu_count, "line": decision.line}
+
+
+def llmrig_nvidia_state(probes: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
+    """The driver's state from the nvidia_driver role's raw probes, with the checks' errors and
+    the reboot decision once something changed (bench.rig.nvidia)."""
+    state = nvidia.driver_state(
+        str(probes.get("proc_version", "")),
+        str(probes.get("modinfo", "")),
+        str(probes.get("smi", "")),
+        int(probes.get("smi_rc", 127)),
+        str(probes.get("lspci", "")),
+    )
+    problems = nvidia.driver_problems(
+        state, int(expected["branch"]), int(expected["gpu_count"]), str(expected["compute_capability"])
+    )
+    reboot = nvidia.reboot_decision(
+        True,
+        state,
+        values.truthy(expected["reboot_allowed"]),
+        str(expected["connection"]),
+        values.truthy(expected["no_kernel"]),
+    )
+    return {
+        "errors": [problem.render() for problem in problems],
+        "reboot_pending": state.reboot_pending,
+        "reboot_would_help": state.loaded is None or state.reboot_pending,
+        "pending_line": nvidia.pending_line(state),
+        "summary": nvidia.summary(state),
+        "reboot": {"action": reboot.action, "message": reboot.message},
+    }
+
+
 class FilterModule:
     """llmrig configuration filters."""
 
@@ -154,6 +190,8 @@ class FilterModule:
             "llmrig_firewall_rules": llmrig_firewall_rules,
             "llmrig_firewall_stale": llmrig_firewall_stale,
             "llmrig_knob_spec": llmrig_knob_spec,
+            "llmrig_nvidia_hardware": llmrig_nvidia_hardware,
+            "llmrig_nvidia_state": llmrig_nvidia_state,
             "llmrig_vllm_args": llmrig_vllm_args,
             "llmrig_vllm_env": llmrig_vllm_env,
             "llmrig_env_file": llmrig_env_file,

@@ -6,7 +6,8 @@ returns the problems it finds. Types and choices are the argument specs' job; th
 what a single variable's type cannot say.
 
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
-:mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan) and
+:mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan),
+:mod:`~bench.rig.rules.driver` (the NVIDIA driver's branch floor and GPU count),
 :mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall, secrets) and
 :mod:`~bench.rig.rules.resources` (the paths and the port on the host), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
@@ -14,6 +15,7 @@ through :mod:`~bench.rig.rules.knobs`.
 
 from __future__ import annotations
 
+from bench.rig.rules.driver import rule_driver_branch, rule_driver_gpu_count
 from bench.rig.rules.engine import (
     rule_batching,
     rule_context,
@@ -61,5 +63,7 @@ RULES: tuple[Rule, ...] = (
     rule_extra_args,
     rule_secrets,
     rule_pinned_revision,
-    rule_kv_plan,
+    rule_driver_branch,
+    rule_driver_gpu_count,
+    rule_kv_plan,  # last: it runs only when no other rule found an error
 )
