@@ -22,7 +22,7 @@ from jinja2 import nodes
 
 from bench.errors import ConfigError
 from bench.rig import ENGINE_NAMES
-from bench.rig.inputs import ranges
+from bench.rig.inputs import candidates, ranges
 from bench.rig.specs import knob_owners, knob_spec
 from bench.rig.validation import DEVICES
 from tests.helpers import REPO, knob_documents, knob_names, knob_roles
@@ -265,3 +265,9 @@ def test_every_numeric_knob_states_its_range_and_the_readme_shows_it() -> None:
         row = re.search(rf"^\| `{name}` \|.*$", readme, flags=re.MULTILINE)
         assert row is not None, name
         assert f"Range: {found[name].text}." in row.group(0), row.group(0)
+
+
+def test_every_knob_carries_a_prefix_the_name_check_knows() -> None:
+    """Preflight's typo check looks at the variables with a knob prefix (bench.rig.inputs); a knob
+    outside those prefixes would let its own typos through."""
+    assert candidates(knob_names()) == sorted(knob_names())
