@@ -51,8 +51,18 @@ KNOB_PREFIXES = (
     "nvidia_driver_",
 )
 # Facts that roles publish for later ones: they carry the prefix but are not knobs.
+# tests/unit/test_knob_specs.py checks this against every set_fact of the roles.
 PUBLISHED_FACTS = frozenset(
-    {"llmrig_host", "llmrig_device", "llmrig_model", "llmrig_preset", "llmrig_engine", "llmrig_engine_record"}
+    {
+        "llmrig_host",
+        "llmrig_device",
+        "llmrig_model",
+        "llmrig_preset",
+        "llmrig_nvidia",
+        "llmrig_engine",
+        "llmrig_engine_record",
+        "llmrig_open_webui_secrets",
+    }
 )
 
 _NUMBER = r"-?\d+(?:\.\d+)?"

@@ -154,7 +154,15 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
     # The NVIDIA driver: a choice the spec refuses, and the branch floor.
     ("driver-source", "cpu", "host", {"nvidia_driver_source": "debian"}, "nvidia_driver_source"),
     ("driver-branch-floor", "gpu", "group", {"nvidia_driver_branch": 570}, "nvidia_driver_branch"),
-    # Exposure without a firewall.
+    # Exposure: every address allowed, or no firewall.
+    (
+        "world-open-clients",
+        "gpu",
+        "group",
+        {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": ["0.0.0.0/0"]},
+        "llmrig_allowed_client_cidrs",
+    ),
+    ("world-open-ssh", "cpu", "host", {"llmrig_ssh_allowed_cidrs": ["::/0"]}, "llmrig_ssh_allowed_cidrs"),
     (
         "unfiltered-engine",
         "gpu",

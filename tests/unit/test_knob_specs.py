@@ -22,7 +22,7 @@ from jinja2 import nodes
 
 from bench.errors import ConfigError
 from bench.rig import ENGINE_NAMES
-from bench.rig.inputs import candidates, ranges
+from bench.rig.inputs import PUBLISHED_FACTS, candidates, ranges
 from bench.rig.specs import knob_owners, knob_spec
 from bench.rig.validation import DEVICES
 from tests.helpers import REPO, knob_documents, knob_names, knob_roles
@@ -271,3 +271,9 @@ def test_every_knob_carries_a_prefix_the_name_check_knows() -> None:
     """Preflight's typo check looks at the variables with a knob prefix (bench.rig.inputs); a knob
     outside those prefixes would let its own typos through."""
     assert candidates(knob_names()) == sorted(knob_names())
+
+
+def test_the_facts_the_roles_publish_pass_the_name_check() -> None:
+    """Every fact a role publishes under a knob prefix is one the typo check knows is not a typo."""
+    published = {name for name in candidates(_published_facts()) if name not in knob_names()}
+    assert published == set(PUBLISHED_FACTS)

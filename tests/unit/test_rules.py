@@ -248,6 +248,7 @@ def test_every_rule_is_exercised() -> None:
     tested |= {"kv-plan", "nvidia_driver_gpu_count"}  # test_kv_plan_* and the driver's GPU count below
     tested |= {"vllm_extra_args"}  # test_extra_args_* below
     tested |= {"llmrig_config_dir", "vllm_port"}  # tests/unit/test_host_probe.py
+    tested |= {"llmrig_ssh_allowed_cidrs"}  # test_a_network_of_every_address_needs_the_opt_in
     produced = {
         "rule_host_os": "inventory",
         "rule_kv_plan": "kv-plan",
@@ -264,6 +265,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_device_flags": "vllm_gpu_memory_utilization",
         "rule_cpu_memory": "vllm_cpu_kvcache_space_gib",
         "rule_network": "llmrig_allowed_client_cidrs",
+        "rule_exposure": "llmrig_ssh_allowed_cidrs",
         "rule_firewall": "llmrig_allow_unfiltered",
         "rule_secrets": "llmrig_api_key",
         "rule_extra_args": "vllm_extra_args",
@@ -432,3 +434,25 @@ def test_a_gpu_count_unlike_the_box_warns(rendered_gpu: dict[str, Any], rendered
     assert "nvidia_driver_gpu_count" in [p.variable for p in problems if p.severity == "warning"]
     cpu = _problems(rendered_cpu, {"nvidia_driver_gpu_count": 1})
     assert "nvidia_driver_gpu_count" not in [p.variable for p in cpu]
+
+
+def test_a_network_of_every_address_needs_the_opt_in(rendered_gpu: dict[str, Any]) -> None:
+    world = {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": ["192.168.1.0/24", "0.0.0.0/0"]}
+    errors = _errors(_problems(rendered_gpu, {**world, **FITS}))
+    assert [error.render() for error in errors] == [
+        "llmrig_allowed_client_cidrs: 0.0.0.0/0 admits every address on the internet; list your own networks, "
+        "or set llmrig_allow_any_network: true if that is really meant"
+    ]
+    ssh = _errors(_problems(rendered_gpu, {"llmrig_ssh_allowed_cidrs": ["::/0"], **FITS}))
+    assert [error.variable for error in ssh] == ["llmrig_ssh_allowed_cidrs"]
+    opted_in = {**world, "llmrig_ssh_allowed_cidrs": ["::/0"], "llmrig_allow_any_network": True, **FITS}
+    assert _errors(_problems(rendered_gpu, opted_in)) == []
+
+
+def test_ollama_off_loopback_behind_the_firewall_is_a_loud_warning(rendered_gpu: dict[str, Any]) -> None:
+    problems = _problems(rendered_gpu, {"inference_engine": "ollama", "ollama_host": "0.0.0.0"})
+    assert _errors(problems) == []
+    warnings = [p.render() for p in problems if p.severity == "warning"]
+    assert any(w.startswith("ollama_host: is 0.0.0.0, off loopback: Ollama has no authentication") for w in warnings)
+    quiet = _problems(rendered_gpu, {"inference_engine": "ollama"})
+    assert not any(p.variable == "ollama_host" for p in quiet)

@@ -37,7 +37,7 @@ from bench.rig.rules.host import (
     rule_parallelism,
 )
 from bench.rig.rules.knobs import Rule, gpus
-from bench.rig.rules.network import rule_firewall, rule_network, rule_ports, rule_secrets
+from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports, rule_secrets
 from bench.rig.rules.resources import rule_paths, rule_port_free
 
 __all__ = ["RULES", "Rule", "disk_problem", "gpus"]
@@ -60,6 +60,7 @@ RULES: tuple[Rule, ...] = (
     rule_cpu_memory,
     rule_network,
     rule_firewall,
+    rule_exposure,
     rule_extra_args,
     rule_secrets,
     rule_pinned_revision,

@@ -100,6 +100,41 @@ def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
     return []
 
 
+CIDR_KNOBS = ("llmrig_allowed_client_cidrs", "llmrig_ssh_allowed_cidrs")
+
+
+def rule_exposure(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """A client or SSH network of every address (0.0.0.0/0, ::/0) needs llmrig_allow_any_network:
+    true; Ollama bound off loopback gets a loud warning (it has no authentication at all)."""
+    problems: list[Problem] = []
+    for knob in CIDR_KNOBS:
+        value = knobs.get(knob)
+        for cidr in value if isinstance(value, list) else []:
+            try:
+                network = ipaddress.ip_network(str(cidr), strict=False)
+            except ValueError:
+                continue  # rule_network names it
+            if network.prefixlen == 0 and not as_bool(knobs, "llmrig_allow_any_network"):
+                problems += err(
+                    knob,
+                    f"{cidr} admits every address on the internet; list your own networks, or set "
+                    "llmrig_allow_any_network: true if that is really meant",
+                )
+    ollama = ENGINES_BY_NAME["ollama"]
+    address = as_str(knobs, ollama.host_knob)
+    if as_str(knobs, "inference_engine") == ollama.name and address and not _is_loopback(address):
+        problems.append(
+            Problem(
+                ollama.host_knob,
+                f"is {address}, off loopback: Ollama has no authentication, so every client in "
+                "llmrig_allowed_client_cidrs can use, pull and delete its models; bind it to 127.0.0.1 "
+                "unless that is meant",
+                "warning",
+            )
+        )
+    return problems
+
+
 # Engine flags that take a secret: on a command line it shows in ps, the journal and deployment.json.
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
 
