@@ -22,9 +22,13 @@ from bench.rig.engines import ENGINE_NAMES
 from bench.rig.presets import Preset, parse_preset
 from bench.rig.problems import Problem
 from bench.rig.rules import RULES, gpus
-from bench.rig.rules.host import rule_kv_plan
+from bench.rig.rules.engine import rule_engine_serves_preset
+from bench.rig.rules.host import rule_host_os, rule_kv_plan
 
 DEVICES = ("auto", "cuda", "cpu")
+# Rules whose error makes every later rule moot: the host is not one llmrig runs on, or the
+# engine cannot serve the preset.
+FRAME_RULES = (rule_host_os, rule_engine_serves_preset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +87,17 @@ def resolve(knobs: Mapping[str, Any], host: Mapping[str, Any]) -> Resolution:
 
 
 def check(knobs: Mapping[str, Any], host: Mapping[str, Any], resolution: Resolution) -> list[Problem]:
-    """Run every cross-field rule; phase 1 problems come first. The KV plan runs last and only
-    when no other rule found an error: its findings would follow from the refused value."""
+    """Run every cross-field rule; phase 1 problems come first. A host or a preset that the
+    first rules refuse ends the check (every other rule would reason about it), and the KV plan
+    runs last and only when no other rule found an error (its findings would follow from it)."""
     problems = list(resolution.problems)
     if resolution.preset is None:
         return problems
     for rule in RULES:
         if rule is rule_kv_plan and any(problem.severity == "error" for problem in problems):
             continue
-        problems.extend(rule(knobs, host, resolution.device, resolution.preset))
+        found = rule(knobs, host, resolution.device, resolution.preset)
+        problems.extend(found)
+        if rule in FRAME_RULES and any(problem.severity == "error" for problem in found):
+            break
     return problems

@@ -456,3 +456,9 @@ def test_ollama_off_loopback_behind_the_firewall_is_a_loud_warning(rendered_gpu:
     assert any(w.startswith("ollama_host: is 0.0.0.0, off loopback: Ollama has no authentication") for w in warnings)
     quiet = _problems(rendered_gpu, {"inference_engine": "ollama"})
     assert not any(p.variable == "ollama_host" for p in quiet)
+
+
+def test_a_preset_the_engine_cannot_serve_is_the_only_finding(rendered_cpu: dict[str, Any]) -> None:
+    """The CUDA-only checkpoint on a CPU host: one error naming model, not also the RAM it would need."""
+    errors = _errors(_problems(rendered_cpu, {"model": "qwen3.8-27b-w4a16"}))
+    assert [error.variable for error in errors] == ["model"]
