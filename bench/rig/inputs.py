@@ -209,14 +209,16 @@ def check_input(
     values: Mapping[str, object],
     argument_errors: Sequence[str],
     where: Mapping[str, str],
+    role_variables: Iterable[str] = (),
 ) -> list[Problem]:
-    """Every finding about names, types and ranges; ``values`` holds each candidate variable.
+    """Every finding about names, types and ranges; ``values`` holds each candidate variable, and
+    ``role_variables`` are the roles' own (defaulted) variables, which are no typos either.
     The value of a secret (``no_log`` in its spec, or a name like one) is never quoted."""
     secret = {name for name, option in spec.items() if option.get("no_log")} | {
         name for name in values if SECRET_NAME.search(name)
     }
     values = {name: HIDDEN if name in secret else value for name, value in values.items()}
-    problems = unknown_names(values, spec, where)
+    problems = unknown_names(values, [*spec, *role_variables], where)
     problems += type_problems(argument_errors, values, where, frozenset(secret))
     typed = {problem.variable for problem in problems}
     problems += [p for p in range_problems(values, spec, where) if p.variable not in typed]

@@ -65,3 +65,13 @@ def load_specs(roles_dir: Path, roles: Sequence[str]) -> dict[str, dict[str, Any
         except OSError as exc:
             raise ConfigError(f"roles/{role}: cannot read its argument specs ({exc.strerror})") from exc
     return documents
+
+
+def role_variables(documents: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The roles' own variables: the options with a default, of every entry point (an operator may
+    set them; they are not knobs of group_vars/all)."""
+    found: set[str] = set()
+    for document in documents.values():
+        for spec in (document.get("argument_specs") or {}).values():
+            found |= {name for name, option in (spec.get("options") or {}).items() if "default" in option}
+    return sorted(found)

@@ -40,6 +40,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_artifacts_path",
                 "llmrig_check_input",
                 "llmrig_knob_candidates",
+                "llmrig_role_variables",
                 "llmrig_check",
                 "llmrig_dial_host",
                 "llmrig_disk_errors",

@@ -145,3 +145,9 @@ def test_a_secrets_value_is_never_quoted() -> None:
     assert "llmrig_api_key: has the wrong type or value (not shown: it is secret)" in rendered
     assert "pfSecret9x" not in rendered
     assert "hf_pfTok" not in rendered
+
+
+def test_a_roles_own_variable_is_no_typo() -> None:
+    problems = unknown_names(["nvidia_driver_test_no_kernel", "vllm_user"], [*SPEC, "nvidia_driver_test_no_kernel"], {})
+    assert [p.variable for p in problems] == ["vllm_user"]
+    assert check_input(SPEC, {"vllm_user": "vllm"}, [], {}, ["vllm_user"]) == []

@@ -23,7 +23,7 @@ from jinja2 import nodes
 from bench.errors import ConfigError
 from bench.rig import ENGINE_NAMES
 from bench.rig.inputs import PUBLISHED_FACTS, candidates, ranges
-from bench.rig.specs import knob_owners, knob_spec
+from bench.rig.specs import knob_owners, knob_spec, load_specs, role_variables
 from bench.rig.validation import DEVICES
 from tests.helpers import REPO, knob_documents, knob_names, knob_roles
 from tests.helpers import knob_spec as merged_spec
@@ -277,3 +277,11 @@ def test_the_facts_the_roles_publish_pass_the_name_check() -> None:
     """Every fact a role publishes under a knob prefix is one the typo check knows is not a typo."""
     published = {name for name in candidates(_published_facts()) if name not in knob_names()}
     assert published == set(PUBLISHED_FACTS)
+
+
+def test_the_roles_own_variables_are_known_to_the_name_check() -> None:
+    """Defaulted role variables (an operator may set them) are listed, and none is a knob."""
+    documents = load_specs(REPO / "roles", sorted(knob_roles()))
+    own = role_variables(documents)
+    assert "preflight_nvidia_smi_timeout_s" in own
+    assert not set(own) & set(knob_names())

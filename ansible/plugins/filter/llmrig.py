@@ -139,16 +139,24 @@ def _where(value: Any) -> str:
     return "extra vars (-e)" if tag.description and "'-e'" in tag.description else str(tag.description or "")
 
 
+def llmrig_role_variables(roles: list[str], roles_dir: str) -> list[str]:
+    """The defaulted variables of ``roles`` under ``roles_dir`` (bench.rig.specs.role_variables)."""
+    return specs.role_variables(specs.load_specs(Path(roles_dir), [str(role) for role in roles]))
+
+
 def llmrig_knob_candidates(names: list[str]) -> list[str]:
     """The variable names meant as knobs: ``model`` and those with a knob prefix (bench.rig.inputs)."""
     return inputs.candidates(str(name) for name in names)
 
 
-def llmrig_check_input(spec: dict[str, dict[str, Any]], given: dict[str, Any], argument_errors: list[str]) -> list[str]:
+def llmrig_check_input(
+    spec: dict[str, dict[str, Any]], given: dict[str, Any], argument_errors: list[str], role_variables: list[str]
+) -> list[str]:
     """Unknown knob names, argument-spec errors (one line each) and values out of range, rendered
     with where each was set (bench.rig.inputs.check_input)."""
     where = {name: _where(value) for name, value in given.items()}
-    problems = inputs.check_input(spec, given, [str(line) for line in argument_errors], where)
+    errors = [str(line) for line in argument_errors]
+    problems = inputs.check_input(spec, given, errors, where, [str(name) for name in role_variables])
     return [problem.render() for problem in problems]
 
 
@@ -208,6 +216,7 @@ class FilterModule:
             "llmrig_check": llmrig_check,
             "llmrig_check_input": llmrig_check_input,
             "llmrig_knob_candidates": llmrig_knob_candidates,
+            "llmrig_role_variables": llmrig_role_variables,
             "llmrig_dial_host": llmrig_dial_host,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_engine_units": llmrig_engine_units,
