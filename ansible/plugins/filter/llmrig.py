@@ -7,40 +7,28 @@ package is not installed into the controller's Python, the repository root is pu
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-try:
-    from bench.rig import (
-        artifacts,
-        engines,
-        firewall,
-        inputs,
-        nvidia,
-        rules,
-        specs,
-        startup,
-        validation,
-        values,
-        vllm_flags,
-    )
-except ImportError:  # running from a checkout without `pip install -e .`
+if importlib.util.find_spec("bench") is None:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from bench.rig import (
-        artifacts,
-        engines,
-        firewall,
-        inputs,
-        nvidia,
-        rules,
-        specs,
-        startup,
-        validation,
-        values,
-        vllm_flags,
-    )
+
+from bench.rig import (
+    artifacts,
+    engines,
+    firewall,
+    inputs,
+    nvidia,
+    rules,
+    specs,
+    startup,
+    validation,
+    values,
+    vllm_flags,
+)
 
 
 def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any]:
