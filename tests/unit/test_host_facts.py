@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import FAKES, REPO, load_file_module
 
+# Ansible puts module_utils under ansible.module_utils when it runs the module; here, this test does.
+sys.modules["ansible.module_utils.llmrig_probe"] = load_file_module(
+    REPO / "ansible" / "plugins" / "module_utils" / "llmrig_probe.py", "ansible.module_utils.llmrig_probe"
+)
 facts = load_file_module(REPO / "ansible" / "plugins" / "modules" / "llmrig_host_facts.py", "llmrig_host_facts")
 
 

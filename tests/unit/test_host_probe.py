@@ -1,5 +1,6 @@
-"""The llmrig_host_probe Ansible module's parsers and path probe, and the rules that read what it
-finds (bench/rig/rules/resources.py). The module itself runs in the preflight playbook tests."""
+"""The host probes of preflight's llmrig_host_facts module (ansible/plugins/module_utils/llmrig_probe.py)
+and the rules that read what they find (bench/rig/rules/resources.py). The module itself runs in
+the preflight playbook tests."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from bench.rig.presets import load_presets
 from bench.rig.rules.resources import PATH_KNOBS, rule_paths, rule_port_free
 from tests.helpers import REPO, load_file_module
 
-probe = load_file_module(REPO / "ansible" / "plugins" / "modules" / "llmrig_host_probe.py", "llmrig_host_probe")
+probe = load_file_module(REPO / "ansible" / "plugins" / "module_utils" / "llmrig_probe.py", "llmrig_probe")
 PRESET = load_presets(REPO / "group_vars" / "all" / "models.yml")["gemma3-270m"]
 
 # /proc/net/tcp and tcp6 as the kernel prints them (addresses are little-endian words): a
@@ -174,6 +175,6 @@ def test_a_holder_preflight_cannot_see_is_still_refused() -> None:
 
 def test_preflight_probes_exactly_the_path_knobs() -> None:
     tasks = yaml.safe_load((REPO / "roles/preflight/tasks/facts.yml").read_text(encoding="utf-8"))
-    probes = [task["llmrig_host_probe"]["paths"] for task in tasks if "llmrig_host_probe" in task]
+    probes = [task["llmrig_host_facts"]["paths"] for task in tasks if "llmrig_host_facts" in task]
     assert len(probes) == 1
     assert probes[0] == {name: f"{{{{ {name} }}}}" for name in PATH_KNOBS}

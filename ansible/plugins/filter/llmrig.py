@@ -7,6 +7,7 @@ package is not installed into the controller's Python, the repository root is pu
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -66,10 +67,17 @@ def llmrig_engine_units(scope: str) -> dict[str, str]:
     return engines.engine_units(str(scope))
 
 
+@functools.lru_cache(maxsize=4)
+def _role_specs(roles: tuple[str, ...], roles_dir: str) -> dict[str, dict[str, Any]]:
+    """The parsed argument specs of ``roles``, read once per templating process (the knob spec and
+    the role variables are rendered in the same task)."""
+    return specs.load_specs(Path(roles_dir), list(roles))
+
+
 def llmrig_knob_spec(roles: list[str], roles_dir: str) -> dict[str, dict[str, Any]]:
     """Every knob's option spec, merged from the argument specs of ``roles`` under ``roles_dir``
     (bench.rig.specs.knob_spec); a knob that two roles specify is an error."""
-    return specs.knob_spec(specs.load_specs(Path(roles_dir), [str(role) for role in roles]))
+    return specs.knob_spec(_role_specs(tuple(str(role) for role in roles), str(roles_dir)))
 
 
 def llmrig_dial_host(address: str, instead: str = "127.0.0.1") -> str:
@@ -129,7 +137,7 @@ def _where(value: Any) -> str:
 
 def llmrig_role_variables(roles: list[str], roles_dir: str) -> list[str]:
     """The defaulted variables of ``roles`` under ``roles_dir`` (bench.rig.specs.role_variables)."""
-    return specs.role_variables(specs.load_specs(Path(roles_dir), [str(role) for role in roles]))
+    return specs.role_variables(_role_specs(tuple(str(role) for role in roles), str(roles_dir)))
 
 
 def llmrig_knob_candidates(names: list[str]) -> list[str]:

@@ -1,5 +1,6 @@
 #!/usr/bin/python
-"""Ansible module: read-only host facts for llmrig's preflight (OS, CPU, RAM, disk, NVIDIA GPUs)."""
+"""Ansible module: read-only host facts for llmrig's preflight (OS, CPU, RAM, disk, NVIDIA GPUs,
+the paths the knobs name, the listening TCP ports)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ options:
     description: Seconds to wait for C(nvidia-smi) before falling back to C(lspci).
     type: int
     default: 20
+  paths:
+    description:
+      - Knob name to the path it holds on the host (empty values are left out). Each is reported
+        under C(paths) with C(absolute), C(kind) (dir, file, other or missing), C(executable),
+        C(parent) (its closest existing parent), C(parent_kind) and C(parent_writable).
+    type: dict
+    default: {}
 author: llmrig
 """
 
@@ -32,7 +40,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: C(llmrig_host) with os, cpu, memory, disk, gpus, gpu_source and driver_version.
+  description: C(llmrig_host) with os, cpu, memory, disk, gpus, gpu_source, driver_version, paths and
+    listeners (one per listening TCP socket, with address, port, pid, process and unit; pid 0 and
+    empty names when the holder cannot be seen).
   returned: always
   type: dict
 """
@@ -41,6 +51,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.llmrig_probe import listeners, probe_path
 
 # GPUs whose facts lspci cannot tell (before the driver is installed): PCI device id ->
 # (name, memory MiB, compute capability). Ids from lspci output of these cards.
@@ -197,6 +208,7 @@ def main():
         argument_spec={
             "models_dir": {"type": "path", "required": True},
             "nvidia_smi_timeout": {"type": "int", "default": 20},
+            "paths": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -218,6 +230,12 @@ def main():
         "gpu_count": len(found),
         "gpu_source": source,
         "driver_version": driver,
+        "paths": {
+            str(name): probe_path(str(value))
+            for name, value in module.params["paths"].items()
+            if value not in (None, "")
+        },
+        "listeners": listeners(),
     }
     module.exit_json(changed=False, ansible_facts={"llmrig_host": facts})
 

@@ -1,6 +1,6 @@
 """Rules on what the configuration will use on the host: the paths its knobs name and the port
 the engine binds, checked against the ``paths`` and ``listeners`` that preflight's
-``llmrig_host_probe`` module adds to the host facts (both absent: nothing to check)."""
+``llmrig_host_facts`` module reports in the host facts (both absent: nothing to check)."""
 
 from __future__ import annotations
 

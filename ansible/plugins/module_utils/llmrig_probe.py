@@ -1,53 +1,12 @@
-#!/usr/bin/python
-"""Ansible module: what the paths the knobs name are on the host, and who listens on which TCP port."""
+"""Probes for llmrig's preflight, shared by its Ansible modules: what a path is on this host, and
+who listens on which TCP port (from /proc/net/tcp and tcp6, with the holder's systemd unit when
+the caller may see it; root sees every process)."""
 
 from __future__ import annotations
-
-DOCUMENTATION = r"""
----
-module: llmrig_host_probe
-short_description: Probe the host paths llmrig's knobs name and the TCP ports in use, changing nothing
-description:
-  - For each path, says whether it is absolute and exists, what it is (directory, file, other),
-    whether it is executable, and for a missing one its closest existing parent and whether that
-    parent is a writable directory (so the path can be created there).
-  - Lists the TCP sockets in LISTEN state from C(/proc/net/tcp) and C(/proc/net/tcp6), each with
-    the process that holds it and that process's systemd unit, when the caller may see them
-    (root sees every process).
-options:
-  paths:
-    description: Knob name to the path it holds on the host; empty values are left out.
-    type: dict
-    default: {}
-author: llmrig
-"""
-
-EXAMPLES = r"""
-- name: Probe paths and ports
-  llmrig_host_probe:
-    paths:
-      llmrig_models_dir: /srv/llmrig/models
-  register: probe
-"""
-
-RETURN = r"""
-paths:
-  description: Knob name to C(path), C(absolute), C(kind) (dir, file, other or missing), C(executable),
-    C(parent) (closest existing parent), C(parent_kind) and C(parent_writable).
-  returned: always
-  type: dict
-listeners:
-  description: One entry per listening TCP socket, with C(address), C(port), C(pid), C(process) and C(unit)
-    (pid 0 and empty names when the holder cannot be seen).
-  returned: always
-  type: list
-"""
 
 import os
 import socket
 import struct
-
-from ansible.module_utils.basic import AnsibleModule
 
 LISTEN = "0A"
 
@@ -150,17 +109,3 @@ def listeners():
                 }
             )
     return found
-
-
-def main():
-    module = AnsibleModule(argument_spec={"paths": {"type": "dict", "default": {}}}, supports_check_mode=True)
-    paths = {str(name): str(value) for name, value in module.params["paths"].items() if value not in (None, "")}
-    module.exit_json(
-        changed=False,
-        paths={name: probe_path(path) for name, path in paths.items()},
-        listeners=listeners(),
-    )
-
-
-if __name__ == "__main__":
-    main()
