@@ -86,16 +86,14 @@ def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
     if not engine.api_key:
         return err(
             engine.host_knob,
-            f"is {address}, off loopback, and llmrig_firewall_enabled is false: Ollama has no authentication, "
-            "so every network that reaches the box could use it; "
-            "bind it to 127.0.0.1 or set llmrig_firewall_enabled: true",
+            f"is {address} with llmrig_firewall_enabled false, and Ollama has no authentication: every network "
+            "that reaches the box could use it; bind it to 127.0.0.1 or set llmrig_firewall_enabled: true",
         )
     if not as_bool(knobs, "llmrig_allow_unfiltered"):
         return err(
             "llmrig_allow_unfiltered",
-            f"{engine.host_knob} is {address}, off loopback, and llmrig_firewall_enabled is false, so every network "
-            "that reaches the box reaches the engine (its /health and /metrics need no key); set "
-            "llmrig_firewall_enabled: true, bind to 127.0.0.1, or set llmrig_allow_unfiltered: true to accept that",
+            f"{engine.host_knob} is {address} with llmrig_firewall_enabled false, so every network reaches the "
+            "engine (/health, /metrics need no key); enable the firewall, bind to 127.0.0.1, or set this true",
         )
     return []
 
