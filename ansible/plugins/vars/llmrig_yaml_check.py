@@ -53,6 +53,12 @@ def syntax_error(path: str) -> str:
     return ""
 
 
+def _shown(message: str) -> str:
+    """The message with a path under the current directory made relative (the repository root)."""
+    here = os.getcwd() + os.sep
+    return message[len(here) :] if message.startswith(here) else message
+
+
 def files_under(folder: str) -> list[str]:
     """The variable files Ansible would read under ``folder``, in a stable order."""
     found = []
@@ -80,5 +86,5 @@ class VarsModule(BaseVarsPlugin):
             _CHECKED.add(folder)
             for name in files_under(folder):
                 if message := syntax_error(name):
-                    raise AnsibleParserError(f"YAML syntax error in {message}")
+                    raise AnsibleParserError(f"YAML syntax error in {_shown(message)}")
         return {}
