@@ -98,12 +98,7 @@ def rule_reads() -> frozenset[str]:
 
 def _role_variables() -> set[str]:
     """Every role's own variables: the spec options with a default (from defaults/main.yml)."""
-    found: set[str] = set()
-    for role in ROLES:
-        specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
-        for spec in specs["argument_specs"].values():
-            found |= {name for name, option in (spec.get("options") or {}).items() if "default" in option}
-    return found
+    return set(role_variables(load_specs(REPO / "roles", ROLES)))
 
 
 def _published_facts() -> set[str]:

@@ -67,7 +67,8 @@ def unit_of(cgroup_text):
     return ""
 
 
-def _read(path):
+def read_text(path):
+    """The text of ``path``, '' when it cannot be read (a /proc entry that vanished, say)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
@@ -97,15 +98,15 @@ def listeners():
     owners = _socket_owners()
     found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for address, port, inode in parse_proc_net_tcp(_read(table)):
+        for address, port, inode in parse_proc_net_tcp(read_text(table)):
             pid = owners.get(inode, 0)
             found.append(
                 {
                     "address": address,
                     "port": port,
                     "pid": pid,
-                    "process": _read(f"/proc/{pid}/comm").strip() if pid else "",
-                    "unit": unit_of(_read(f"/proc/{pid}/cgroup")) if pid else "",
+                    "process": read_text(f"/proc/{pid}/comm").strip() if pid else "",
+                    "unit": unit_of(read_text(f"/proc/{pid}/cgroup")) if pid else "",
                 }
             )
     return found

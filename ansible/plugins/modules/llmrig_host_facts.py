@@ -51,7 +51,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.llmrig_probe import listeners, probe_path
+from ansible.module_utils.llmrig_probe import listeners, probe_path, read_text
 
 # GPUs whose facts lspci cannot tell (before the driver is installed): PCI device id ->
 # (name, memory MiB, compute capability). Ids from lspci output of these cards.
@@ -175,14 +175,6 @@ def used_bytes(path):
     return total
 
 
-def read(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return ""
-
-
 def gather_gpus(module):
     """GPUs from nvidia-smi, else from lspci; returns (gpus, source, driver_version)."""
     timeout = module.params["nvidia_smi_timeout"]
@@ -217,9 +209,9 @@ def main():
     stat = os.statvfs(probe)
     found, source, driver = gather_gpus(module)
     facts = {
-        "os": parse_os_release(read("/etc/os-release")),
-        "cpu": parse_cpuinfo(read("/proc/cpuinfo")),
-        "memory": parse_meminfo(read("/proc/meminfo")),
+        "os": parse_os_release(read_text("/etc/os-release")),
+        "cpu": parse_cpuinfo(read_text("/proc/cpuinfo")),
+        "memory": parse_meminfo(read_text("/proc/meminfo")),
         "disk": {
             "path": models_dir,
             "probe_path": probe,
