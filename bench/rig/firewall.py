@@ -14,7 +14,10 @@ rules (:func:`firewall_rules`):
   loopback, from the same networks.
 
 :func:`stale_rules` reads ``ufw show added`` and returns the llmrig rules no longer wanted (a
-changed port, a network taken off the list, an engine switched away from).
+changed port, a network taken off the list, an engine switched away from); :func:`missing_rules`
+returns the wanted rules it lacks, and :func:`ufw_settled` reads ``ufw status verbose`` for the
+policies, logging level and state already in place, so that a run with nothing to change calls
+ufw once per read instead of once per rule and setting.
 """
 
 from __future__ import annotations
@@ -133,3 +136,32 @@ def stale_rules(show_added: str, wanted: Sequence[Mapping[str, Any]]) -> list[di
         if found and (_network(found["src"], "src"), int(found["port"])) not in keep:
             stale.append({"src": found["src"], "port": int(found["port"]), "proto": "tcp", "comment": found["comment"]})
     return stale
+
+
+def missing_rules(show_added: str, wanted: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rules of ``wanted`` that ``show_added`` (the output of ``ufw show added``) does not hold
+    with the same network, port and comment, in ``wanted``'s order (SSH first)."""
+    held = set()
+    for line in show_added.splitlines():
+        found = ADDED.match(line.strip())
+        if found:
+            held.add((_network(found["src"], "src"), int(found["port"]), found["comment"]))
+    return [
+        dict(rule) for rule in wanted if (_network(rule["src"], "src"), int(rule["port"]), rule["comment"]) not in held
+    ]
+
+
+def ufw_settled(status_verbose: str, logging: str) -> dict[str, bool]:
+    """What ``ufw status verbose`` shows already in place: ``active``, ``incoming`` (default deny),
+    ``outgoing`` (default allow) and ``logging`` (at the level ``firewall_ufw_logging`` asks for).
+    An inactive ufw prints no policies, so those read as not settled and the role sets them."""
+    fields = (line.partition(":") for line in status_verbose.splitlines())
+    lines = {key.strip(): value.strip() for key, _, value in fields}
+    default = lines.get("Default", "")
+    level = lines.get("Logging", "")
+    return {
+        "active": lines.get("Status") == "active",
+        "incoming": "deny (incoming)" in default,
+        "outgoing": "allow (outgoing)" in default,
+        "logging": level == "off" if logging == "off" else level == f"on ({logging})",
+    }

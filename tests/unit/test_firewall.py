@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from bench.errors import ConfigError
-from bench.rig.firewall import controller_network, firewall_rules, ssh_port, stale_rules
+from bench.rig.firewall import (
+    controller_network,
+    firewall_rules,
+    missing_rules,
+    ssh_port,
+    stale_rules,
+    ufw_settled,
+)
 
 KNOBS: dict[str, Any] = {
     "inference_engine": "vllm",
@@ -151,3 +158,53 @@ def test_stale_rules_are_the_llmrig_rules_no_longer_wanted() -> None:
         {"src": "192.168.1.0/24", "port": 8081, "proto": "tcp", "comment": "llmrig llamacpp"},
     ]
     assert stale_rules("Added user rules (see 'ufw status' for running firewall):\n", wanted) == []
+
+
+def test_missing_rules_are_the_wanted_rules_ufw_lacks_ssh_first() -> None:
+    """A wanted rule held with the same network (a /32 as ufw prints it), port and comment is not
+    added again; one held under another comment (the operator's) is, so it gets llmrig's."""
+    wanted = firewall_rules(
+        {**KNOBS, "llmrig_allowed_client_cidrs": ["192.168.1.0/24", "10.8.0.0/16"], "open_webui_enabled": False},
+        OVER_SSH,
+    )
+    assert [(rule["name"], rule["src"]) for rule in wanted] == [
+        ("ssh", "192.168.1.0/24"), ("ssh", "10.8.0.0/16"), ("ssh", "192.168.1.20/32"),
+        ("vllm", "192.168.1.0/24"), ("vllm", "10.8.0.0/16"),
+    ]  # fmt: skip
+    assert missing_rules(SHOW_ADDED, wanted) == [wanted[1], wanted[4]]
+    assert missing_rules("Added user rules (see 'ufw status' for running firewall):\n", wanted) == wanted
+    assert missing_rules(SHOW_ADDED.replace("'llmrig vllm'", "'mine'"), wanted) == [wanted[1], wanted[3], wanted[4]]
+
+
+# `ufw status verbose` as ufw 0.36 prints it, active (with rules) and before it was ever enabled.
+STATUS_ACTIVE = """Status: active
+Logging: on (low)
+Default: deny (incoming), allow (outgoing), disabled (routed)
+New profiles: skip
+
+To                         Action      From
+--                         ------      ----
+22/tcp                     ALLOW IN    192.168.1.0/24             # llmrig ssh
+8000/tcp                   ALLOW IN    2001:db8::/32              # llmrig vllm
+"""
+
+
+@pytest.mark.parametrize(
+    ("status", "logging", "settled"),
+    [
+        (STATUS_ACTIVE, "low", {"active": True, "incoming": True, "outgoing": True, "logging": True}),
+        (STATUS_ACTIVE, "medium", {"active": True, "incoming": True, "outgoing": True, "logging": False}),
+        (STATUS_ACTIVE, "off", {"active": True, "incoming": True, "outgoing": True, "logging": False}),
+        (
+            STATUS_ACTIVE.replace("Logging: on (low)", "Logging: off").replace("deny (incoming)", "allow (incoming)"),
+            "off",
+            {"active": True, "incoming": False, "outgoing": True, "logging": True},
+        ),
+        ("Status: inactive\n", "low", {"active": False, "incoming": False, "outgoing": False, "logging": False}),
+        ("", "low", {"active": False, "incoming": False, "outgoing": False, "logging": False}),
+    ],
+)
+def test_ufw_settled_reads_what_is_already_in_place(status: str, logging: str, settled: dict[str, bool]) -> None:
+    """Only what the status shows counts as in place; an inactive ufw shows no policy, so the
+    role sets every one (the ufw module itself then reports whether anything changed)."""
+    assert ufw_settled(status, logging) == settled

@@ -1,7 +1,7 @@
 """llmrig_wait_healthy: the health wait that fails early, with the journal, when the engine dies.
 
 A real HTTP server on loopback plays the engine's /health; `systemctl show` and `journalctl`
-are the protocol fakes in tests/fakes/systemd (the real ones run in the molecule tier).
+are the protocol fakes in tests/fakes/systemd (the real ones run in the end-to-end tier).
 """
 
 from __future__ import annotations

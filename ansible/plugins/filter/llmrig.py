@@ -166,6 +166,16 @@ def llmrig_firewall_stale(show_added: str, wanted: list[dict[str, Any]]) -> list
     return firewall.stale_rules(str(show_added), wanted)
 
 
+def llmrig_firewall_missing(show_added: str, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The wanted rules that ``ufw show added`` lacks (bench.rig.firewall.missing_rules)."""
+    return firewall.missing_rules(str(show_added), wanted)
+
+
+def llmrig_ufw_settled(status_verbose: str, logging: str) -> dict[str, bool]:
+    """The ufw state already in place (bench.rig.firewall.ufw_settled)."""
+    return firewall.ufw_settled(str(status_verbose), str(logging))
+
+
 def llmrig_nvidia_hardware(host: dict[str, Any]) -> dict[str, Any]:
     """Preflight's decision for the nvidia_driver role from the host facts (bench.rig.nvidia.hardware_decision)."""
     decision = nvidia.hardware_decision(list(host.get("gpus") or []), str(host.get("gpu_source", "")))
@@ -218,6 +228,8 @@ class FilterModule:
             "llmrig_engine_units": llmrig_engine_units,
             "llmrig_firewall_rules": llmrig_firewall_rules,
             "llmrig_firewall_stale": llmrig_firewall_stale,
+            "llmrig_firewall_missing": llmrig_firewall_missing,
+            "llmrig_ufw_settled": llmrig_ufw_settled,
             "llmrig_knob_spec": llmrig_knob_spec,
             "llmrig_nvidia_hardware": llmrig_nvidia_hardware,
             "llmrig_nvidia_state": llmrig_nvidia_state,
