@@ -1,5 +1,7 @@
-"""Session fixtures: what Ansible really renders for a CPU host and for a two-GPU box; and the
-check of every result file a test leaves in its ``tmp_path``."""
+"""Session fixtures: what Ansible really renders for a CPU host and for a two-GPU box; the check
+of every result file a test leaves in its ``tmp_path``; and the ``pinned`` mark on every test
+that pins processes to cores at real-time priority (the ``isolated`` fixture), so that
+scripts/test runs those one at a time, beside no other test."""
 
 from __future__ import annotations
 
@@ -15,6 +17,13 @@ from tests.result_files import check_results_under
 
 def _rendered(host: str, tmp_path: Path) -> dict[str, Any]:
     return playbook_dump("tests/ansible/dump_knobs.yml", "knobs_dump", {}, host=host, tmp_path=tmp_path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test that uses the ``isolated`` fixture (pinned cores, SCHED_FIFO) ``pinned``."""
+    for item in items:
+        if "isolated" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.pinned)
 
 
 @pytest.fixture(scope="session")

@@ -50,6 +50,7 @@ class PlaybookRun:
     failed_tasks: list[tuple[str, str, str]]  # (task name, task path, message)
     changed_tasks: list[str]  # names of the tasks that reported a change
     task_names: list[str]  # names of the tasks that ran on a host and were not skipped
+    report_tasks: list[str]  # names of every task in the report, skipped ones too
 
     @property
     def changed(self) -> int:
@@ -118,7 +119,8 @@ def run_playbook(
         for result in task["hosts"].values()
         if not result.get("skipped")
     ]
-    return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed, changed, ran)
+    listed = [task["task"]["name"] for play in report["plays"] for task in play["tasks"]]
+    return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed, changed, ran, listed)
 
 
 def playbook_dump(

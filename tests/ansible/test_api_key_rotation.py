@@ -54,7 +54,7 @@ def test_an_empty_llmrig_api_key_generates_one_key_kept_across_runs(tmp_path: Pa
     )
     assert generate in _write(tmp_path, "")
     key = key_file.read_text(encoding="utf-8").strip()
-    assert len(key) >= 32, len(key)
+    assert len(key) == 48, len(key)
     assert key.isalnum()
     assert oct(key_file.stat().st_mode & 0o777) == "0o600"
     assert key_file.stat().st_uid == 0  # root

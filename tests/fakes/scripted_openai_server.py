@@ -23,8 +23,8 @@ scenario, so the harness's metrics can be checked against ground truth:
   ``template_tokens`` (a tokenizer where every word is one token);
 - ``event_log``: a file that gets one JSON line per answered request: the first words of its
   prompt (``key``), its arrival and every token event's send time with ``time.perf_counter_ns``
-  (the same monotonic clock as the client's on Linux), and the tokens each carried: the ground
-  truth the tests compare the harness with.
+  (taken just before the write; the same monotonic clock as the client's on Linux), and the
+  tokens each carried: the ground truth the tests compare the harness with.
 
 ``ollama`` adds Ollama's native ``GET /api/version`` and ``POST /api/chat`` (not streamed),
 whose nanosecond timings follow the same script. ``GET /v1/models`` lists ``model`` with
@@ -153,9 +153,13 @@ async def _stream(
         payload: dict[str, Any] = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         if scenario["continuous_usage"]:
             payload["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": sent}
-        writer.write(_piece(_chunk(payload)))
-        await writer.drain()
+        # Stamped just before the write: the write hands the bytes to the kernel, which may wake the
+        # client on its core before this process takes another timestamp, so a stamp taken after
+        # it could fall after the client's own (the client would seem to receive before the send).
+        chunk = _piece(_chunk(payload))
         log.append((time.perf_counter_ns(), count, count > reasoning))
+        writer.write(chunk)
+        await writer.drain()
         event += 1
     finish = "length" if sent >= max_tokens else "stop"
     writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})))
