@@ -126,26 +126,26 @@ def firewall_rules(knobs: Mapping[str, Any], connection: Mapping[str, Any]) -> l
     return rules
 
 
+def _added(show_added: str) -> list[re.Match[str]]:
+    """The llmrig rules of ``show_added`` (the output of ``ufw show added``), as ufw spelled them."""
+    return [found for line in show_added.splitlines() if (found := ADDED.match(line.strip()))]
+
+
 def stale_rules(show_added: str, wanted: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The llmrig rules in ``show_added`` (the output of ``ufw show added``) that ``wanted`` lacks,
     spelled as ufw printed them, so that deleting them matches."""
     keep = {(_network(rule["src"], "src"), int(rule["port"])) for rule in wanted}
-    stale: list[dict[str, Any]] = []
-    for line in show_added.splitlines():
-        found = ADDED.match(line.strip())
-        if found and (_network(found["src"], "src"), int(found["port"])) not in keep:
-            stale.append({"src": found["src"], "port": int(found["port"]), "proto": "tcp", "comment": found["comment"]})
-    return stale
+    return [
+        {"src": found["src"], "port": int(found["port"]), "proto": "tcp", "comment": found["comment"]}
+        for found in _added(show_added)
+        if (_network(found["src"], "src"), int(found["port"])) not in keep
+    ]
 
 
 def missing_rules(show_added: str, wanted: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The rules of ``wanted`` that ``show_added`` (the output of ``ufw show added``) does not hold
     with the same network, port and comment, in ``wanted``'s order (SSH first)."""
-    held = set()
-    for line in show_added.splitlines():
-        found = ADDED.match(line.strip())
-        if found:
-            held.add((_network(found["src"], "src"), int(found["port"]), found["comment"]))
+    held = {(_network(found["src"], "src"), int(found["port"]), found["comment"]) for found in _added(show_added)}
     return [
         dict(rule) for rule in wanted if (_network(rule["src"], "src"), int(rule["port"]), rule["comment"]) not in held
     ]
