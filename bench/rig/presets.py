@@ -71,6 +71,7 @@ class Preset:
     tool_call_parser: str
     reasoning_parser: str
     chat_template: str
+    stop: tuple[str, ...]
     multimodal: bool
     native_context: int
     serve_max_model_len: int
@@ -105,7 +106,7 @@ _ARCH_INT_FIELDS = ("layers", "full_attention_layers", "attention_heads", "kv_he
 _ARCH_BOOL_FIELDS = ("hybrid", "moe", "mtp_head")
 _CHOICES = {"family": FAMILIES, "source": SOURCES, "checkpoint_format": CHECKPOINT_FORMATS}
 
-PRESET_KEYS = frozenset((*_STR_FIELDS, *_INT_FIELDS, "multimodal", "weights_gb", "architecture"))
+PRESET_KEYS = frozenset((*_STR_FIELDS, *_INT_FIELDS, "multimodal", "weights_gb", "architecture", "stop"))
 ARCHITECTURE_KEYS = frozenset((*_ARCH_INT_FIELDS, "sliding_window", *_ARCH_BOOL_FIELDS, "linear_attention"))
 _LINEAR_INT_FIELDS = ("key_heads", "value_heads", "key_head_dim", "value_head_dim", "conv_kernel")
 LINEAR_KEYS = frozenset((*_LINEAR_INT_FIELDS, "state_dtype"))
@@ -211,8 +212,12 @@ def parse_preset(name: str, data: Any) -> Preset:
         raise PresetError(f"{where}.pypi_package is required when source is pypi")
     if not strs["served_name"]:
         raise PresetError(f"{where}.served_name must not be empty")
+    stop = _take(data, "stop", list, where)
+    if not all(isinstance(item, str) and item for item in stop):
+        raise PresetError(f"{where}.stop must be a list of non-empty strings, got {stop!r}")
     return Preset(
         name=name,
+        stop=tuple(stop),
         multimodal=_take(data, "multimodal", bool, where),
         weights_gb=weights_gb,
         architecture=parse_architecture(data.get("architecture"), f"{where}.architecture"),

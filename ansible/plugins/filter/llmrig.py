@@ -23,6 +23,7 @@ from bench.rig import (
     firewall,
     inputs,
     nvidia,
+    open_webui,
     rules,
     specs,
     startup,
@@ -112,6 +113,28 @@ def llmrig_public_env(env: dict[str, str]) -> dict[str, Any]:
 def llmrig_env_file(env: dict[str, str]) -> str:
     """``KEY="value"`` lines for a systemd EnvironmentFile."""
     return vllm_flags.env_file(env)
+
+
+def llmrig_open_webui_env(
+    knobs: dict[str, Any], engine: dict[str, Any], secrets: dict[str, str], dirs: dict[str, str], stop: list[str]
+) -> dict[str, str]:
+    """Open WebUI's unit environment (see bench.rig.open_webui.service_env). ``engine`` holds the
+    engine's health_url, api_key and served_model_name; ``secrets`` secret_key and admin_password;
+    ``dirs`` data, static and embedding_model."""
+    connection = open_webui.Connection(
+        base_url=open_webui.engine_base_url(str(engine["health_url"])),
+        api_key=str(engine["api_key"]),
+        served_model_name=str(engine["served_model_name"]),
+    )
+    return open_webui.service_env(
+        knobs,
+        connection,
+        open_webui.Secrets(secret_key=str(secrets["secret_key"]), admin_password=str(secrets["admin_password"])),
+        data_dir=str(dirs["data"]),
+        static_dir=str(dirs["static"]),
+        embedding_model_dir=str(dirs["embedding_model"]),
+        stop=[str(item) for item in stop],
+    )
 
 
 def llmrig_vllm_startup_facts(journal: str) -> dict[str, Any]:
@@ -238,4 +261,5 @@ class FilterModule:
             "llmrig_env_file": llmrig_env_file,
             "llmrig_public_env": llmrig_public_env,
             "llmrig_vllm_startup_facts": llmrig_vllm_startup_facts,
+            "llmrig_open_webui_env": llmrig_open_webui_env,
         }

@@ -177,6 +177,8 @@ LLAMACPP_OWNED_FLAGS = {
     "--threads": "llamacpp_threads",
     "-t": "llamacpp_threads",
     "--chat-template": "model_presets (chat_template)",
+    "--chat-template-file": "model_presets (chat_template: a bundled Jinja template)",
+    "--jinja": "model_presets (chat_template: a bundled Jinja template)",
     "--metrics": "llmrig (always on: bench and the watchdog read /metrics)",
 }
 

@@ -1,0 +1,145 @@
+"""Open WebUI's service environment: how Ansible owns its connection to the active engine, its
+accounts and its load on the engine (the open_webui role renders it into a 0600 EnvironmentFile).
+
+Facts read in the open-webui 0.12.4 wheel: with ``ENABLE_PERSISTENT_CONFIG=False`` every setting
+comes from this environment at each start (none from the database), URLs in
+``OPENAI_API_BASE_URLS`` are used as written (a trailing slash asks for ``//models``), lists are
+``;``-separated, and ``DEFAULT_MODEL_PARAMS`` is JSON merged into every chat request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from bench.errors import ConfigError
+from bench.rig.values import truthy
+
+# Knob -> Open WebUI's variable for each background generation that sends extra requests to the
+# model (users report title generation alone slowing a first answer 2-3x on a few-slot engine).
+TASK_KNOBS = {
+    "open_webui_title_generation": ("ENABLE_TITLE_GENERATION",),
+    "open_webui_tags_generation": ("ENABLE_TAGS_GENERATION",),
+    "open_webui_follow_up_generation": ("ENABLE_FOLLOW_UP_GENERATION",),
+    "open_webui_autocomplete_generation": ("ENABLE_AUTOCOMPLETE_GENERATION",),
+    "open_webui_query_generation": ("ENABLE_RETRIEVAL_QUERY_GENERATION", "ENABLE_SEARCH_QUERY_GENERATION"),
+}
+SECRET_VARIABLES = ("OPENAI_API_KEYS", "WEBUI_SECRET_KEY", "WEBUI_ADMIN_PASSWORD")
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """What the UI talks to: the active engine's OpenAI-compatible base URL, its key and model."""
+
+    base_url: str
+    api_key: str
+    served_model_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Secrets:
+    """The values that never leave 0600 files: the session secret and the first admin's password."""
+
+    secret_key: str
+    admin_password: str
+
+
+def engine_base_url(health_url: str) -> str:
+    """The engine's ``/v1`` base URL on the host, from its health URL (every engine serves the
+    OpenAI routes on the port it answers health checks on), without a trailing slash."""
+    parts = urlsplit(health_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"llmrig_engine.health_url: {health_url!r} is not an http(s) URL")
+    return f"{parts.scheme}://{parts.netloc}/v1"
+
+
+def _flag(value: Any) -> str:
+    return "True" if truthy(value) else "False"
+
+
+def _one_item(name: str, value: str) -> str:
+    """``value`` for a ``;``-separated list variable: it may not hold the separator itself."""
+    if ";" in value:
+        raise ConfigError(f"{name}: {value!r} holds ';', which Open WebUI reads as a list separator")
+    return value
+
+
+def default_model_params(params: Mapping[str, Any], stop: Sequence[str]) -> dict[str, Any]:
+    """``open_webui_default_model_params`` with the preset's stop strings when it sets none."""
+    merged = dict(params)
+    if stop and "stop" not in merged:
+        merged["stop"] = list(stop)
+    return merged
+
+
+def service_env(
+    knobs: Mapping[str, Any],
+    connection: Connection,
+    secrets: Secrets,
+    *,
+    data_dir: str,
+    static_dir: str,
+    embedding_model_dir: str,
+    stop: Sequence[str] = (),
+) -> dict[str, str]:
+    """Every variable of Open WebUI's unit environment.
+
+    ``knobs`` holds the open_webui_* knobs; ``embedding_model_dir`` is the shipped embedding
+    model's directory ('' when ``open_webui_local_embeddings`` is off: retrieval is bypassed and
+    attached documents go into the prompt whole); ``stop`` is the preset's stop strings.
+    """
+    base_url = connection.base_url.rstrip("/")
+    if not urlsplit(base_url).netloc:
+        raise ConfigError(f"engine base URL {connection.base_url!r} has no host")
+    local_embeddings = truthy(knobs["open_webui_local_embeddings"])
+    if local_embeddings and not embedding_model_dir:
+        raise ConfigError("open_webui_local_embeddings: true, but the embedding model's directory is unknown")
+    params = knobs["open_webui_default_model_params"]
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"open_webui_default_model_params: a mapping is needed, got {params!r}")
+    offline = truthy(knobs["open_webui_offline_mode"])
+    env = {
+        # Ansible owns the connection: nothing is read back from the database.
+        "ENABLE_PERSISTENT_CONFIG": "False",
+        "ENABLE_OPENAI_API": "True",
+        "OPENAI_API_BASE_URLS": _one_item("OPENAI_API_BASE_URLS", base_url),
+        "OPENAI_API_KEYS": _one_item("OPENAI_API_KEYS", connection.api_key),
+        # Ollama is reached through its OpenAI-compatible /v1 like every engine.
+        "ENABLE_OLLAMA_API": "False",
+        "DEFAULT_MODELS": connection.served_model_name,
+        "DEFAULT_MODEL_PARAMS": json.dumps(default_model_params(params, stop), sort_keys=True),
+        # Accounts: the first admin from these, and never a sign-up (with persistent config off,
+        # Open WebUI's own "signup off after the first admin" lasts only until a restart).
+        "WEBUI_AUTH": "True",
+        "ENABLE_SIGNUP": "False",
+        "WEBUI_ADMIN_EMAIL": str(knobs["open_webui_admin_email"]),
+        "WEBUI_ADMIN_NAME": str(knobs["open_webui_admin_name"]),
+        "WEBUI_ADMIN_PASSWORD": secrets.admin_password,
+        "WEBUI_SECRET_KEY": secrets.secret_key,
+        "DATA_DIR": data_dir,
+        "STATIC_DIR": static_dir,
+        # No GPU for the UI: every byte of VRAM belongs to the engine.
+        "CUDA_VISIBLE_DEVICES": "",
+        "OFFLINE_MODE": _flag(offline),
+        "HF_HUB_OFFLINE": "1" if offline else "0",
+        "ENABLE_VERSION_UPDATE_CHECK": "False",
+        "ENABLE_COMMUNITY_SHARING": "False",
+        "SCARF_NO_ANALYTICS": "true",
+        "DO_NOT_TRACK": "true",
+        "ANONYMIZED_TELEMETRY": "false",
+        "RAG_EMBEDDING_ENGINE": "",
+        "RAG_EMBEDDING_MODEL": embedding_model_dir if local_embeddings else "",
+        "BYPASS_EMBEDDING_AND_RETRIEVAL": _flag(not local_embeddings),
+    }
+    for knob, variables in TASK_KNOBS.items():
+        env.update(dict.fromkeys(variables, _flag(knobs[knob])))
+    url = str(knobs["open_webui_url"]).rstrip("/")
+    if url:
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise ConfigError(f"open_webui_url: {url!r} is not an http(s) URL")
+        env["WEBUI_URL"] = url
+        env["CORS_ALLOW_ORIGIN"] = url
+    return env

