@@ -28,6 +28,7 @@ def test_there_are_roles() -> None:
         "llamacpp",
         "nvidia_driver",
         "ollama",
+        "open_webui",
         "preflight",
         "secrets",
         "systemd_unit",

@@ -1,4 +1,4 @@
-"""The secrets role on this machine (playbooks/webui.yml against localhost, into a temporary
+"""The secrets role on this machine (playbooks/webui.yml --tags secrets against localhost, into a temporary
 configuration and artifacts directory): Open WebUI's secret key and admin password, generated
 once when their knobs are empty, kept by the next run, and copied 0600 to the controller. The
 e2e tier passes known values (to prove none leaks); this is where generation runs for real."""
@@ -29,6 +29,7 @@ def _run(tmp_path: Path) -> list[str]:
             "open_webui_admin_password": "",
         },
         check=False,
+        flags=("--tags", "secrets"),
         tmp_path=tmp_path,
     )
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]

@@ -1,4 +1,4 @@
-"""The shared systemd_unit role (included by the vllm, ollama, llamacpp and watchdog roles), run
+"""The shared systemd_unit role (included by the vllm, ollama, llamacpp, open_webui and watchdog roles), run
 by real Ansible with the host's real systemd-analyze on unit files written here: a clean unit
 passes, a unit with a warning fails naming it, check mode runs neither task, and its argument
 spec refuses a parameter of the wrong type."""
@@ -68,7 +68,7 @@ def test_its_argument_spec_refuses_a_bad_parameter(tmp_path: Path) -> None:
 
 
 def test_the_service_roles_share_this_one_copy() -> None:
-    """vllm, ollama, llamacpp and watchdog include systemd_unit with both parameters; no other task
+    """vllm, ollama, llamacpp, open_webui and watchdog include systemd_unit with both parameters; no other task
     file reloads systemd or runs systemd-analyze itself."""
     importers = []
     for path in sorted(REPO.glob("roles/*/tasks/*.yml")):
@@ -81,4 +81,4 @@ def test_the_service_roles_share_this_one_copy() -> None:
             if (task.get("ansible.builtin.include_role") or {}).get("name") == "systemd_unit":
                 assert set(task["vars"]) == {"systemd_unit_paths", "systemd_unit_changed"}, path
                 importers.append(path.parts[-3])
-    assert importers == ["llamacpp", "ollama", "vllm", "watchdog"]
+    assert importers == ["llamacpp", "ollama", "open_webui", "vllm", "watchdog"]

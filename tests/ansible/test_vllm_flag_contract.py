@@ -95,9 +95,9 @@ def test_cpu_command_line_parses_with_vllm(tmp_path: Path) -> None:
     """The CPU host's command line (the one the end-to-end tier runs for real) drops the GPU-only flags."""
     args = _render(tmp_path, "cpu", {})
     template = args.index("--chat-template") + 1
-    assert args[template] == "/opt/llmrig/vllm/chat-templates/chatml.jinja"
+    assert args[template] == "/opt/llmrig/vllm/chat-templates/qa.jinja"
     # vLLM opens the template file; here it is the role's copy, not the host's.
-    args[template] = str(REPO / "roles" / "vllm" / "files" / "chat-templates" / "chatml.jinja")
+    args[template] = str(REPO / "roles" / "vllm" / "files" / "chat-templates" / "qa.jinja")
     parsed = _parse(tmp_path, args)
     engine, frontend = parsed["engine"], parsed["frontend"]
     for flag in ("--gpu-memory-utilization", "--disable-custom-all-reduce", "--attention-backend", "--kv-cache-dtype"):

@@ -22,14 +22,13 @@ import shlex
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.helpers import REPO, PlaybookRun, run_playbook
+from tests.box import Box, cpu_host_vars, remove, rig_environment, start
+from tests.helpers import REPO, PlaybookRun
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +41,6 @@ OPEN_WEBUI_VERSIONS = ("0.12.3", "0.12.4")
 OPEN_WEBUI = "http://127.0.0.1:8080"
 ADMIN_EMAIL = "admin@llmrig.example"
 WATCHDOG = {"interval": 5, "failures": 2, "restarts": 2}
-PLAYBOOK_TIMEOUT_S = 1500
 # Known secrets, set for every run: none may show in any output, journal, process list or
 # readable file (test_no_secret_leaks). The Open WebUI ones pass through the secrets role (and
 # every run passes the firewall role); they must stay hidden too.
@@ -74,88 +72,6 @@ with open("/var/tmp/llmrig-ps.log", "a", encoding="utf-8") as log:
 """
 
 
-@dataclass
-class Box:
-    """The container, its inventory, and the controller-side artifacts directory."""
-
-    name: str
-    inventory: Path
-    artifacts: Path
-    tmp: Path
-    outputs: list[str] = field(default_factory=list)  # every playbook run's stdout and stderr
-
-    def sh(
-        self, command: str, *, check: bool = True, timeout: float = 120, stdin: str | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """Run ``command`` in the container; ``stdin`` is how a secret gets in (never argv)."""
-        done = subprocess.run(
-            ["podman", "exec", *(["-i"] if stdin is not None else []), self.name, "sh", "-c", command],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"{command!r} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def play(self, playbook: str, *flags: str, **extra_vars: Any) -> PlaybookRun:
-        run = run_playbook(
-            playbook,
-            extra_vars,
-            check="--check" in flags,
-            flags=tuple(flag for flag in flags if flag != "--check"),
-            tmp_path=self.tmp,
-            inventory=self.inventory,
-            timeout_s=PLAYBOOK_TIMEOUT_S,
-            wrapper=(),  # the box is a container reached through podman; its ports are its own
-        )
-        self.outputs.append(run.output)
-        return run
-
-    def unit(self, unit: str) -> dict[str, str]:
-        lines = self.sh(
-            f"systemctl show {unit} --property=ActiveState,UnitFileState,InvocationID,MainPID,Result"
-        ).stdout.splitlines()
-        return dict(line.split("=", 1) for line in lines if "=" in line)
-
-    def get(self, url: str, key: str = "") -> tuple[int, Any]:
-        """GET ``url`` from inside the container (the engines listen on its loopback)."""
-        script = (
-            "import json, sys, urllib.error, urllib.request\n"
-            "request = urllib.request.Request(sys.argv[1])\n"
-            "key = sys.stdin.read().strip()\n"
-            "if key: request.add_header('Authorization', 'Bearer ' + key)\n"
-            "try:\n"
-            "    with urllib.request.urlopen(request, timeout=10) as answer:\n"
-            "        print(answer.status); print(answer.read().decode())\n"
-            "except urllib.error.HTTPError as error: print(error.code); print('null')\n"
-            "except OSError as error: print(0); print(json.dumps(str(error)))\n"
-        )
-        # The key goes in on stdin: the process sampler would see it on a command line.
-        out = self.sh(f"python3 -c {shlex.quote(script)} {shlex.quote(url)}", stdin=key).stdout
-        status, _, body = out.partition("\n")
-        try:
-            return int(status), json.loads(body)
-        except json.JSONDecodeError:
-            return int(status), body.strip()
-
-    def journal(self, unit: str, since: str) -> str:
-        return self.sh(f"journalctl --no-pager --output=cat -u {unit} --since '{since}'").stdout
-
-    def now(self) -> str:
-        return self.sh("date '+%Y-%m-%d %H:%M:%S'").stdout.strip()
-
-
-def _rig() -> dict[str, str]:
-    names = ("CONTAINERS_CONF", "LLMRIG_TESTRIG_IMAGE", "LLMRIG_WHEELHOUSE")
-    missing = [name for name in names if not os.environ.get(name)]
-    if missing:
-        pytest.fail(f"{missing} unset: run this tier through scripts/e2e, which builds the test rig")
-    return {name: os.environ[name] for name in names}
-
-
 def _mirror(root: Path) -> Path:
     """Ollama's release layout (v<version>/ollama-linux-amd64.tar.zst and sha256sum.txt) with the fake."""
     root.mkdir(parents=True, exist_ok=True)
@@ -166,65 +82,21 @@ def _mirror(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
-    rig = _rig()
+    try:
+        rig_environment()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
     tmp = tmp_path_factory.mktemp("e2e")
     mirror = _mirror(tmp / "mirror")
     name = f"llmrig-e2e-{os.getpid()}"
-    subprocess.run(
-        [
-            "podman", "run", "-d", "--name", name, "--hostname", "llmrig-e2e",
-            # systemd's sandboxing (ProtectSystem, PrivateTmp, LoadCredential) needs mount namespaces.
-            "--privileged", "--systemd=always", "--shm-size=1g",
-            "-v", f"{rig['LLMRIG_WHEELHOUSE']}:/wheelhouse:ro", "-v", f"{mirror}:/mirror:ro",
-            rig["LLMRIG_TESTRIG_IMAGE"], "/sbin/init",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    # Ansible reaches the box the way it reaches a real one: ssh as root with a key, pipelining on
-    # (ansible.cfg). The transport is the container's own sshd in inetd mode, started through
-    # podman exec, so no network or port is needed.
-    key = tmp / "ssh_key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    ssh_options = [
-        f"-o ProxyCommand='podman exec -i {name} /usr/sbin/sshd -i'",
-        "-o StrictHostKeyChecking=no",
-        "-o UserKnownHostsFile=/dev/null",
-        "-o LogLevel=ERROR",
-    ]
-    inventory = tmp / "inventory"
-    (inventory / "host_vars").mkdir(parents=True)
-    (inventory / "hosts.yml").write_text(
-        yaml.safe_dump(
+    try:
+        # The engine's and Open WebUI's ports are published on the host's loopback: bench and the
+        # browser reach them from outside the box, as they would on the LAN.
+        the_box = start(name, tmp, host="e2e", mounts={str(mirror): "/mirror"}, publish=(8000, 8080))
+        mirror_url = f"http://127.0.0.1:{MIRROR_PORT}/v{{{{ ollama_version }}}}"
+        the_box.set_host_vars(
             {
-                "llmrig": {
-                    "hosts": {
-                        "e2e": {
-                            "ansible_connection": "ansible.builtin.ssh",
-                            "ansible_host": name,
-                            "ansible_user": "root",
-                            "ansible_ssh_private_key_file": str(key),
-                            "ansible_ssh_common_args": " ".join(ssh_options),
-                            "ansible_python_interpreter": "/usr/bin/python3",
-                        }
-                    }
-                }
-            }
-        ),
-        encoding="utf-8",
-    )
-    artifacts = tmp / "artifacts"
-    mirror_url = f"http://127.0.0.1:{MIRROR_PORT}/v{{{{ ollama_version }}}}"
-    (inventory / "host_vars" / "e2e.yml").write_text(
-        yaml.safe_dump(
-            {
-                "vllm_device": "cpu",
-                "model": "gemma3-270m",
-                "llmrig_pip_no_index": True,
-                "llmrig_pip_find_links": ["/wheelhouse"],
-                "llmrig_artifacts_dir": str(artifacts),
-                "engine_health_timeout_s": 900,
-                "vllm_limit_nofile": 16384,
+                **cpu_host_vars(the_box),
                 "ollama_version": OLLAMA_VERSIONS[0],
                 "ollama_archive_url": f"{mirror_url}/ollama-linux-amd64.tar.zst",
                 "ollama_archive_checksum": f"sha256:{mirror_url}/sha256sum.txt",
@@ -236,20 +108,6 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                 "open_webui_version": OPEN_WEBUI_VERSIONS[0],
                 **SECRETS,
             }
-        ),
-        encoding="utf-8",
-    )
-    the_box = Box(name, inventory, artifacts, tmp)
-    try:
-        deadline = time.monotonic() + 60
-        while the_box.sh("systemctl is-system-running", check=False).stdout.strip() not in ("running", "degraded"):
-            assert time.monotonic() < deadline, "the container's systemd did not come up"
-            time.sleep(0.5)
-        public_key = key.with_suffix(".pub").read_text(encoding="utf-8")
-        the_box.sh(
-            "mkdir -p -m 0755 /run/sshd && install -d -m 0700 /root/.ssh"
-            " && cat > /root/.ssh/authorized_keys && chmod 0600 /root/.ssh/authorized_keys",
-            stdin=public_key,
         )
         # The local mirror that stands in for github.com's release downloads.
         serve = f"python3 -m http.server {MIRROR_PORT} --bind 127.0.0.1 --directory /mirror"
@@ -257,8 +115,7 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         the_box.sh(f"systemd-run --unit=llmrig-test-ps python3 -c {shlex.quote(PS_SAMPLER)}")
         yield the_box
     finally:
-        # -t 0: the box is thrown away, no need to wait for a clean stop.
-        subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True, check=False)
+        remove(name)
 
 
 def _key(box: Box) -> str:
@@ -543,9 +400,7 @@ def test_open_webui_upgrade_keeps_the_chats(box: Box) -> None:
     )
     assert status == 200, chat
     assert _webui(box, "GET", "/api/version")[1]["version"] == OPEN_WEBUI_VERSIONS[0]
-    host_vars = box.inventory / "host_vars" / "e2e.yml"
-    values = yaml.safe_load(host_vars.read_text(encoding="utf-8"))
-    host_vars.write_text(yaml.safe_dump({**values, "open_webui_version": OPEN_WEBUI_VERSIONS[1]}), encoding="utf-8")
+    box.set_host_vars({**box.host_vars(), "open_webui_version": OPEN_WEBUI_VERSIONS[1]})
     run = box.play("site.yml", "--tags", "webui", inference_engine="vllm")
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
     assert _webui(box, "GET", "/api/version")[1]["version"] == OPEN_WEBUI_VERSIONS[1]
