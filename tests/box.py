@@ -214,7 +214,8 @@ def start(
 
 def cpu_host_vars(box: Box) -> dict[str, Any]:
     """What every box of the tiers and the demo runs with: the cpu device, the tiny model,
-    installs from the wheelhouse only, the artifacts under the box's own directory."""
+    installs from the wheelhouse only, the artifacts under the box's own directory, vLLM
+    reachable through its published port."""
     return {
         "vllm_device": "cpu",
         "model": "gemma3-270m",
@@ -223,6 +224,11 @@ def cpu_host_vars(box: Box) -> dict[str, Any]:
         "llmrig_artifacts_dir": str(box.artifacts),
         "engine_health_timeout_s": 900,
         "vllm_limit_nofile": 16384,
+        # vLLM on every interface of the box, so that its published port reaches it from the host
+        # (the firewall admits the podman bridge, 10.88.0.0/16, as one of the default client networks).
+        "vllm_host": "0.0.0.0",
+        # The tiny base model answers readably at temperature 0 (with the preset's newline stop).
+        "open_webui_default_model_params": {"temperature": 0},
     }
 
 
