@@ -67,11 +67,16 @@ def _one_item(name: str, value: str) -> str:
     return value
 
 
-def default_model_params(params: Mapping[str, Any], stop: Sequence[str]) -> dict[str, Any]:
-    """``open_webui_default_model_params`` with the preset's stop strings when it sets none."""
+def default_model_params(params: Mapping[str, Any], stop: Sequence[str], *, native_tools: bool) -> dict[str, Any]:
+    """``open_webui_default_model_params`` with the preset's stop strings when it sets none, and,
+    for a model without a tool-call format (its preset names no parser), Open WebUI's prompt-based
+    ``legacy`` function calling: its default, ``native``, sends ``tools`` with every chat, which
+    vLLM refuses without a tool parser ("auto" tool choice requires --enable-auto-tool-choice)."""
     merged = dict(params)
     if stop and "stop" not in merged:
         merged["stop"] = list(stop)
+    if not native_tools:
+        merged.setdefault("function_calling", "legacy")
     return merged
 
 
@@ -84,12 +89,14 @@ def service_env(
     static_dir: str,
     embedding_model_dir: str,
     stop: Sequence[str] = (),
+    native_tools: bool = True,
 ) -> dict[str, str]:
     """Every variable of Open WebUI's unit environment.
 
     ``knobs`` holds the open_webui_* knobs; ``embedding_model_dir`` is the shipped embedding
     model's directory ('' when ``open_webui_local_embeddings`` is off: retrieval is bypassed and
-    attached documents go into the prompt whole); ``stop`` is the preset's stop strings.
+    attached documents go into the prompt whole); ``stop`` is the preset's stop strings, and
+    ``native_tools`` whether the served model has a tool-call format (see :func:`default_model_params`).
     """
     base_url = connection.base_url.rstrip("/")
     if not urlsplit(base_url).netloc:
@@ -110,7 +117,9 @@ def service_env(
         # Ollama is reached through its OpenAI-compatible /v1 like every engine.
         "ENABLE_OLLAMA_API": "False",
         "DEFAULT_MODELS": connection.served_model_name,
-        "DEFAULT_MODEL_PARAMS": json.dumps(default_model_params(params, stop), sort_keys=True),
+        "DEFAULT_MODEL_PARAMS": json.dumps(
+            default_model_params(params, stop, native_tools=native_tools), sort_keys=True
+        ),
         # Accounts: the first admin from these, and never a sign-up (with persistent config off,
         # Open WebUI's own "signup off after the first admin" lasts only until a restart).
         "WEBUI_AUTH": "True",

@@ -100,17 +100,26 @@ def test_local_embeddings_need_the_model_and_off_bypasses_retrieval() -> None:
 def test_the_presets_stop_strings_reach_every_chat_unless_the_knob_sets_its_own() -> None:
     params = json.loads(_env(stop=["\n"])["DEFAULT_MODEL_PARAMS"])
     assert params == {"stop": ["\n"]}
+    assert default_model_params({}, (), native_tools=True) == {}
     params = json.loads(
         _env({"open_webui_default_model_params": {"temperature": 0.2, "stop": ["END"]}}, stop=["\n"])[
             "DEFAULT_MODEL_PARAMS"
         ]
     )
     assert params == {"temperature": 0.2, "stop": ["END"]}
-    assert default_model_params({}, ()) == {}
+
+
+def test_a_model_without_a_tool_format_gets_prompt_based_function_calling() -> None:
+    """Open WebUI's native function calling sends tools with every chat; vLLM refuses them
+    without a tool parser, so a preset with none gets the legacy (prompt-based) mode."""
+    assert json.loads(_env(native_tools=False)["DEFAULT_MODEL_PARAMS"]) == {"function_calling": "legacy"}
+    assert json.loads(_env(native_tools=True)["DEFAULT_MODEL_PARAMS"]) == {}
+    chosen = {"open_webui_default_model_params": {"function_calling": "native"}}
+    assert json.loads(_env(chosen, native_tools=False)["DEFAULT_MODEL_PARAMS"]) == {"function_calling": "native"}
 
 
 def test_the_environment_file_round_trips_through_systemds_quoting() -> None:
     """The JSON of DEFAULT_MODEL_PARAMS holds quotes and a backslash; the file escapes both."""
-    text = env_file(_env(stop=["\n"]))
+    text = env_file(_env(stop=["\n"], native_tools=True))
     line = next(line for line in text.splitlines() if line.startswith("DEFAULT_MODEL_PARAMS="))
     assert line == 'DEFAULT_MODEL_PARAMS="{\\"stop\\": [\\"\\\\n\\"]}"'

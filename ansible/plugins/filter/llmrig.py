@@ -116,11 +116,12 @@ def llmrig_env_file(env: dict[str, str]) -> str:
 
 
 def llmrig_open_webui_env(
-    knobs: dict[str, Any], engine: dict[str, Any], secrets: dict[str, str], dirs: dict[str, str], stop: list[str]
+    knobs: dict[str, Any], engine: dict[str, Any], secrets: dict[str, str], dirs: dict[str, str], preset: dict[str, Any]
 ) -> dict[str, str]:
     """Open WebUI's unit environment (see bench.rig.open_webui.service_env). ``engine`` holds the
     engine's health_url, api_key and served_model_name; ``secrets`` secret_key and admin_password;
-    ``dirs`` data, static and embedding_model."""
+    ``dirs`` data, static and embedding_model; ``preset`` is llmrig_preset (its stop strings and
+    tool-call parser)."""
     connection = open_webui.Connection(
         base_url=open_webui.engine_base_url(str(engine["health_url"])),
         api_key=str(engine["api_key"]),
@@ -133,7 +134,8 @@ def llmrig_open_webui_env(
         data_dir=str(dirs["data"]),
         static_dir=str(dirs["static"]),
         embedding_model_dir=str(dirs["embedding_model"]),
-        stop=[str(item) for item in stop],
+        stop=[str(item) for item in preset["stop"]],
+        native_tools=bool(str(preset["tool_call_parser"])),
     )
 
 
