@@ -199,11 +199,15 @@ def start(
     (inventory / "hosts.yml").write_text(
         yaml.safe_dump({"llmrig": {"hosts": {the_box.host: settings}}}), encoding="utf-8"
     )
-    deadline = time.monotonic() + 60
-    while the_box.sh("systemctl is-system-running", check=False).stdout.strip() not in ("running", "degraded"):
+    # systemd's own wait (start-up done, or failed units: degraded), bounded for a loaded machine.
+    state = ""
+    deadline = time.monotonic() + 600
+    while state not in ("running", "degraded"):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the container {name}'s systemd did not come up")
-        time.sleep(0.5)
+            raise RuntimeError(f"the container {name}'s systemd did not come up (last state: {state or 'none'})")
+        state = the_box.sh("systemctl is-system-running --wait", check=False, timeout=620).stdout.strip()
+        if state not in ("running", "degraded"):
+            time.sleep(0.5)  # not up enough to answer yet (podman exec before PID 1 is ready)
     the_box.sh(
         "mkdir -p -m 0755 /run/sshd && install -d -m 0700 /root/.ssh"
         " && cat > /root/.ssh/authorized_keys && chmod 0600 /root/.ssh/authorized_keys",

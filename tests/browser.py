@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package `chromium` (scripts/testrig browser)
@@ -28,6 +29,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 120_000
+WELCOME_MS = 10_000  # how long the release notes may take to show after the chat page
 
 
 def chat(url: str, email: str, password: str, model: str, *, question: str, screenshot: Path) -> str:
@@ -42,10 +44,13 @@ def chat(url: str, email: str, password: str, model: str, *, question: str, scre
             page.fill("input[name=password]", password)
             page.get_by_role("button", name="Sign in").click()
             page.wait_for_selector("#chat-input")
-            # The release notes greet a user once per release.
+            # The release notes greet a user once per release, a moment after the chat appears.
             welcome = page.get_by_role("button", name="Okay, Let's Go!")
-            if welcome.count():
+            try:
+                welcome.wait_for(timeout=WELCOME_MS)
                 welcome.click()
+            except PlaywrightTimeoutError:
+                pass
             page.click("#model-selector-model-button")
             page.click(f"[role=option][data-value='{model}']")
             page.click("#chat-input")

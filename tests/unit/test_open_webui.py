@@ -11,7 +11,7 @@ import pytest
 from bench.errors import ConfigError
 from bench.rig.open_webui import Connection, Secrets, default_model_params, engine_base_url, service_env
 from bench.rig.vllm_flags import env_file
-from tests.helpers import group_vars
+from tests.helpers import REPO, group_vars, load_file_module
 
 KNOBS = {name: value for name, value in group_vars()["open_webui"].items() if name.startswith("open_webui_")}
 ENGINE = Connection(base_url="http://127.0.0.1:8000/v1", api_key="engine-key", served_model_name="qwen3.8-27b")
@@ -123,3 +123,20 @@ def test_the_environment_file_round_trips_through_systemds_quoting() -> None:
     text = env_file(_env(stop=["\n"], native_tools=True))
     line = next(line for line in text.splitlines() if line.startswith("DEFAULT_MODEL_PARAMS="))
     assert line == 'DEFAULT_MODEL_PARAMS="{\\"stop\\": [\\"\\\\n\\"]}"'
+
+
+def test_the_filter_the_role_calls_hands_everything_over() -> None:
+    """ansible/plugins/filter/llmrig.py's llmrig_open_webui_env: the engine's health URL becomes the
+    /v1 base, the secrets and directories land where Open WebUI reads them, and native_tools
+    arrives as Ansible renders a bool (a string)."""
+    plugin = load_file_module(REPO / "ansible" / "plugins" / "filter" / "llmrig.py", "llmrig_filters_under_test")
+    engine = {"health_url": "http://127.0.0.1:8081/health", "api_key": "k", "served_model_name": "gemma3-270m"}
+    secrets = {"secret_key": "s", "admin_password": "p"}
+    dirs = {"data": "/d", "static": "/c/static", "embedding_model": MODEL_DIR}
+    env = plugin.llmrig_open_webui_env(KNOBS, engine, secrets, dirs, {"stop": ["\n"], "native_tools": "False"})
+    assert env["OPENAI_API_BASE_URLS"] == "http://127.0.0.1:8081/v1"
+    assert (env["OPENAI_API_KEYS"], env["WEBUI_SECRET_KEY"], env["WEBUI_ADMIN_PASSWORD"]) == ("k", "s", "p")
+    assert (env["DATA_DIR"], env["STATIC_DIR"], env["RAG_EMBEDDING_MODEL"]) == ("/d", "/c/static", MODEL_DIR)
+    assert json.loads(env["DEFAULT_MODEL_PARAMS"]) == {"function_calling": "legacy", "stop": ["\n"]}
+    env = plugin.llmrig_open_webui_env(KNOBS, engine, secrets, dirs, {"stop": [], "native_tools": "True"})
+    assert json.loads(env["DEFAULT_MODEL_PARAMS"]) == {}

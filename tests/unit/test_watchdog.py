@@ -157,7 +157,7 @@ def test_m_restarts_in_the_window_give_up_once() -> None:
         (
             WD.ERR,
             "giving up on vllm.service: 2 restarts in the last 600 s did not bring it back (last: unit failed "
-            "(Result=signal)); fix the engine, then `systemctl restart vllm.service` or run site.yml",
+            "(Result=signal)); fix it, then `systemctl restart vllm.service` or run site.yml",
         ),
     ]
     second = WD.decide(first.state, CONFIG, props("failed", "signal"), None, now(30))
@@ -422,7 +422,7 @@ def test_e2e_killed_engine_gives_up_once_and_exits_0(engine: HealthEngine, fake_
     assert first.stdout.splitlines() == [
         "<4>health check failed (1/1): unit failed (Result=signal)",
         "<3>giving up on vllm.service: 1 restarts in the last 600 s did not bring it back (last: unit failed "
-        "(Result=signal)); fix the engine, then `systemctl restart vllm.service` or run site.yml",
+        "(Result=signal)); fix it, then `systemctl restart vllm.service` or run site.yml",
     ]
     second = run_tick(config, state_file)
     assert (second.returncode, second.stdout, second.stderr) == (0, "", "")

@@ -116,12 +116,17 @@ def llmrig_env_file(env: dict[str, str]) -> str:
 
 
 def llmrig_open_webui_env(
-    knobs: dict[str, Any], engine: dict[str, Any], secrets: dict[str, str], dirs: dict[str, str], preset: dict[str, Any]
+    knobs: dict[str, Any],
+    engine: dict[str, Any],
+    secrets: dict[str, str],
+    dirs: dict[str, str],
+    model: dict[str, Any],
 ) -> dict[str, str]:
     """Open WebUI's unit environment (see bench.rig.open_webui.service_env). ``engine`` holds the
     engine's health_url, api_key and served_model_name; ``secrets`` secret_key and admin_password;
-    ``dirs`` data, static and embedding_model; ``preset`` is llmrig_preset (its stop strings and
-    tool-call parser)."""
+    ``dirs`` data, static and embedding_model; ``model`` stop (the preset's stop strings) and
+    native_tools (whether the running engine accepts OpenAI ``tools``: for vLLM a tool parser and
+    auto tool choice)."""
     connection = open_webui.Connection(
         base_url=open_webui.engine_base_url(str(engine["health_url"])),
         api_key=str(engine["api_key"]),
@@ -134,8 +139,8 @@ def llmrig_open_webui_env(
         data_dir=str(dirs["data"]),
         static_dir=str(dirs["static"]),
         embedding_model_dir=str(dirs["embedding_model"]),
-        stop=[str(item) for item in preset["stop"]],
-        native_tools=bool(str(preset["tool_call_parser"])),
+        stop=[str(item) for item in model["stop"]],
+        native_tools=values.truthy(model["native_tools"]),
     )
 
 
