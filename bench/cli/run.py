@@ -8,14 +8,15 @@ from pathlib import Path
 
 from rich.console import Console
 
-from bench.errors import BenchError, ConfigError, EndpointError
+from bench.cli.target import add_target_flags, config_dir_of, resolve_target
+from bench.errors import BenchError, EndpointError
 from bench.measure import report
 from bench.measure.benchmark import Progress as Hooks
 from bench.measure.benchmark import run as run_benchmark
-from bench.measure.config import Target, environment, find_deployment, resolve
+from bench.measure.config import Target
 from bench.measure.options import WORKLOADS, RunOptions, options_of, settings_for
 from bench.measure.workloads import Option, OptionValue
-from bench.rig.presets import find_models_file, load_presets
+from bench.rig.presets import load_presets
 
 
 class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
@@ -48,20 +49,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         choices=list(WORKLOADS),
         help="; ".join(f"{name}: {workload.summary}" for name, workload in WORKLOADS.items()),
     )
-    target = run.add_argument_group("target")
-    target.add_argument("--base-url", help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (env BENCH_BASE_URL)")
-    target.add_argument(
-        "--api-key", help="API key (env BENCH_API_KEY; default: the key fetched beside deployment.json)"
-    )
-    target.add_argument(
-        "--model", help="served model name (env BENCH_MODEL; default: deployment.json, else the only one)"
-    )
-    target.add_argument(
-        "--tag", help="results go to RESULTS_DIR/TAG (env BENCH_TAG; default: the deployment's version)"
-    )
-    target.add_argument(
-        "--deployment", type=Path, help="deployment.json to read (default: the only artifacts/*/deployment.json)"
-    )
+    add_target_flags(run)
     shape = run.add_argument_group("workload")
     shape.add_argument(
         "--input-tokens", type=int, default=512, help="prompt length in tokens, as the server counts them"
@@ -96,7 +84,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="longest one request may take, from dispatch to its last token (request_timeout; "
         "--timeout is its old name)",
     )
-    run.add_argument("--results-dir", type=Path, default=Path("results"), help="where result files go")
 
 
 def _shown(value: OptionValue) -> str:
@@ -160,13 +147,8 @@ def _weight_bytes_per_gpu(target: Target, config_dir: Path | None) -> float | No
 def command(args: argparse.Namespace, console: Console) -> int:
     """bench run: measure, write the result file, print the summary table."""
     options = _run_options(args)
-    try:
-        config_dir: Path | None = find_models_file((args.config_dir or Path.cwd()).resolve()).parent
-    except ConfigError:
-        config_dir = None
-    flags = {name: getattr(args, name) for name in ("base_url", "api_key", "model", "tag")}
-    deployment = find_deployment(args.deployment, config_dir)
-    target = resolve(flags, environment(), deployment_path=deployment, config_dir=config_dir)
+    config_dir = config_dir_of(args)
+    target = resolve_target(args, config_dir)
     options = dataclasses.replace(options, weight_bytes_per_gpu=_weight_bytes_per_gpu(target, config_dir))
     err = Console(stderr=True)
     err.print(f"bench: {target.base_url} ({target.engine}), tag {target.tag}, results in {options.results_dir}")
