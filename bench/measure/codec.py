@@ -22,6 +22,7 @@ Supported field types: bool, int, float, str, None, ``Literal``, unions, ``list[
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -44,6 +45,7 @@ def _omitted(item: dataclasses.Field[object]) -> bool:
     return bool(item.metadata.get("omit_if_none"))
 
 
+@functools.cache
 def _hints(cls: type) -> dict[str, object]:
     return typing.get_type_hints(cls)
 

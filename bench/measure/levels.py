@@ -91,13 +91,14 @@ def _trust(level: LevelRun, measured: list[RequestMetrics], input_target: int) -
     return reasons
 
 
-def level_summary(level: LevelRun) -> LevelResult:
-    """Every run-level number of one level."""
-    spec = level.spec
-    records = sorted(level.records, key=lambda record: record.t_disp_ns)
-    if spec.rate is None:
-        warmup = warmup_count(len(records), spec.in_flight)
-        window = metrics.closed_loop_window(records, spec.in_flight, warmup)
+def _measured(
+    records: list[RequestRecord], in_flight: int, rate: float | None
+) -> tuple[int, metrics.Window | None, list[RequestMetrics], list[RequestMetrics]]:
+    """The warm-up count, the steady-state window, every request's metrics and those of the
+    measured requests (inside the window; after the warm-up when there is no window)."""
+    if rate is None:
+        warmup = warmup_count(len(records), in_flight)
+        window = metrics.closed_loop_window(records, in_flight, warmup)
     else:
         warmup = min(math.ceil(0.1 * len(records)), len(records) // 2)
         window = metrics.open_loop_window(records, warmup)
@@ -106,6 +107,21 @@ def level_summary(level: LevelRun) -> LevelResult:
         measured = [m for m in per_request if window.start_ns <= m.t_disp_ns <= window.end_ns]
     else:
         measured = per_request[warmup:]
+    return warmup, window, per_request, measured
+
+
+def measured_requests(records: list[RequestRecord], level: LevelResult) -> list[RequestMetrics]:
+    """The metrics of the requests ``level`` summarised, recomputed from its raw records (as
+    read back from a result file): the same warm-up and window as :func:`level_summary`."""
+    ordered = sorted(records, key=lambda record: record.t_disp_ns)
+    return _measured(ordered, level.concurrency, level.rate_per_s)[3]
+
+
+def level_summary(level: LevelRun) -> LevelResult:
+    """Every run-level number of one level."""
+    spec = level.spec
+    records = sorted(level.records, key=lambda record: record.t_disp_ns)
+    warmup, window, per_request, measured = _measured(records, spec.in_flight, spec.rate)
     ok = [record for record in records if record.error is None]
     errors = Counter(record.error for record in records if record.error is not None)
     wall = (max(r.t_end_ns for r in records) - min(r.t_disp_ns for r in records)) / 1e9 if records else 0.0

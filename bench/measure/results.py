@@ -201,6 +201,18 @@ def decode_events(blob: str) -> list[JsonObject]:
     return [json.loads(line) for line in text.splitlines() if line]
 
 
+def records_by_level(result: RunResult) -> list[list[RequestRecord]]:
+    """Every request of ``result`` as read back from its events, split into its levels (the
+    file keeps them in level order; each level's ``requests.total`` says how many are its own)."""
+    records = [from_json(RequestRecord, entry, "requests") for entry in decode_events(result.requests_events_gzip_b64)]
+    split: list[list[RequestRecord]] = []
+    start = 0
+    for level in result.levels:
+        split.append(records[start : start + level.requests.total])
+        start += level.requests.total
+    return split
+
+
 def write_atomic(path: Path, result: RunResult) -> Path:
     """Write ``result`` as JSON to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
