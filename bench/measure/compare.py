@@ -216,12 +216,11 @@ def compare(
         a = [values[key] for values in values_a if key in values]
         b = [values[key] for values in values_b if key in values]
         design: stats.Design = "between runs" if len(a) >= 2 and len(b) >= 2 else "within one run"
+        found = [row for row in (_row(metric, key, a, b) for metric in METRICS) if row is not None]
         rows = []
-        for metric in METRICS:
-            row = _row(metric, key, a, b)
-            if row is not None:
-                said = "not ranked" if not_ranked else verdict(metric, other_tag, row.difference, key)
-                rows.append(Row(row.metric, row.base, row.other, row.difference, said))
+        for row, difference in zip(found, stats.holm([row.difference for row in found]), strict=True):
+            said = "not ranked" if not_ranked else verdict(row.metric, other_tag, difference, key)
+            rows.append(Row(row.metric, row.base, row.other, difference, said))
         compared.append(LevelComparison(key, design, (len(a), len(b)), _note(design, (len(a), len(b))), rows))
     return Comparison(
         base=base_tag,

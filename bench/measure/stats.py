@@ -13,8 +13,9 @@ Two designs, chosen by how many runs each side has:
   the difference of the statistic (median or p90) and, for the median, Mann-Whitney U. The
   verdict then rests on one run, and says so.
 
-A difference is significant only when the test's p is under ``ALPHA``, the interval of Δ%
-excludes 0, and (between runs) ``|Δ%|`` is at least the larger of the two CVs.
+A difference is significant only when the test's p, Holm-adjusted over the metrics of the level
+(:func:`holm`), is under ``ALPHA``, the interval of Δ% excludes 0, and (between runs) ``|Δ%|`` is
+at least the larger of the two CVs.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class Difference:
     delta_pct: float
     low_pct: float | None
     high_pct: float | None
-    test: str  # "Mann-Whitney U", "Welch t", or "none"
-    p_value: float | None
+    test: str  # "Mann-Whitney U", "Welch t", "bootstrap" or "none"
+    p_value: float | None  # the test's own
+    noise_pct: float | None  # the larger run-to-run CV in percent (between runs)
+    p_adjusted: float | None  # Holm-adjusted over the level's metrics (see holm)
     significant: bool
     why: str  # what decided it, in words
 
@@ -101,18 +104,51 @@ def _mann_whitney(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def _decide(
-    delta: float, interval: tuple[float, float] | None, test: str, p: float | None, noise_pct: float | None
+    delta: float,
+    interval: tuple[float, float] | None,
+    test: str,
+    p: float | None,
+    noise_pct: float | None,
+    *,
+    adjusted: float | None = None,
 ) -> Difference:
     low, high = interval if interval is not None else (None, None)
-    if p is None or low is None or high is None:
-        return Difference(delta, low, high, test, p, False, "no test is possible with these samples")
-    if p >= ALPHA:
-        return Difference(delta, low, high, test, p, False, f"{test} p = {p:.3g} >= {ALPHA:g}")
+    decisive = p if adjusted is None else adjusted
+    said = f"{test} p = {p:.3g}" if p is not None else test
+    if adjusted is not None:
+        said += f", Holm-adjusted {adjusted:.3g}"
+    made = (delta, low, high, test, p, noise_pct, adjusted)
+    if decisive is None or low is None or high is None:
+        return Difference(*made, False, "no test is possible with these samples")
+    if decisive >= ALPHA:
+        return Difference(*made, False, f"{said} >= {ALPHA:g}")
     if low <= 0 <= high:
-        return Difference(delta, low, high, test, p, False, "the 95% interval of the difference contains 0")
+        return Difference(*made, False, "the 95% interval of the difference contains 0")
     if noise_pct is not None and abs(delta) < noise_pct:
-        return Difference(delta, low, high, test, p, False, f"|Δ| under the run-to-run CV ({noise_pct:.1f}%)")
-    return Difference(delta, low, high, test, p, True, f"{test} p = {p:.3g}")
+        return Difference(*made, False, f"|Δ| under the run-to-run CV ({noise_pct:.1f}%)")
+    return Difference(*made, True, said)
+
+
+def holm(differences: Sequence[Difference]) -> list[Difference]:
+    """The same differences decided on Holm-adjusted p-values: the metrics of one level are one
+    family, so that the chance of calling any of them significant when none differs stays under
+    ``ALPHA``. A difference without a test is left as it is."""
+    tested = sorted((d.p_value, i) for i, d in enumerate(differences) if d.p_value is not None)
+    adjusted: dict[int, float] = {}
+    running = 0.0
+    for rank, (p, i) in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - rank) * p))
+        adjusted[i] = running
+    return [
+        _decide(d.delta_pct, _interval(d), d.test, d.p_value, d.noise_pct, adjusted=adjusted[i]) if i in adjusted else d
+        for i, d in enumerate(differences)
+    ]
+
+
+def _interval(difference: Difference) -> tuple[float, float] | None:
+    if difference.low_pct is None or difference.high_pct is None:
+        return None
+    return difference.low_pct, difference.high_pct
 
 
 def between_runs(a: Sequence[float], b: Sequence[float], seed: int) -> Difference:

@@ -157,3 +157,37 @@ def test_power_against_a_ten_percent_change_with_five_runs() -> None:
         for i in range(100)
     ]
     assert _rate(called) >= 0.95
+
+
+def _tested(p: float, delta: float = 10.0) -> stats.Difference:
+    return stats.Difference(delta, delta - 1, delta + 1, "Welch t", p, None, None, p < stats.ALPHA, "")
+
+
+def test_holm_adjusts_the_p_values_of_one_family() -> None:
+    adjusted = stats.holm([_tested(0.01), _tested(0.04), _tested(0.03), stats.within_run([1.0], [2.0], 0.5, seed=0)])
+    assert [d.p_adjusted for d in adjusted] == [pytest.approx(0.03), pytest.approx(0.06), pytest.approx(0.06), None]
+    assert [d.significant for d in adjusted] == [True, False, False, False]
+    assert adjusted[1].why == "Welch t p = 0.04, Holm-adjusted 0.06 >= 0.05"
+    assert adjusted[3].why == "no test is possible with these samples"
+
+
+def test_family_wise_false_positive_rate_over_a_levels_metrics() -> None:
+    """A/A with 3 runs a side and eight metrics, half of them nearly the same measurement (as TPOT,
+    ITL, decode and E2E are): the share of comparisons with any metric called stays within the
+    tolerance of ALPHA."""
+    rng = np.random.default_rng(45)
+    any_called = []
+    for i in range(SIMULATIONS):
+        shared_a, shared_b = rng.normal(50.0, 2.0, 3), rng.normal(50.0, 2.0, 3)
+        family = [
+            stats.between_runs(
+                (shared_a + rng.normal(0, 0.2, 3)).tolist(), (shared_b + rng.normal(0, 0.2, 3)).tolist(), seed=i
+            )
+            for _ in range(4)
+        ]
+        family += [
+            stats.between_runs(rng.normal(50.0, 2.0, 3).tolist(), rng.normal(50.0, 2.0, 3).tolist(), seed=i)
+            for _ in range(4)
+        ]
+        any_called.append(any(d.significant for d in stats.holm(family)))
+    assert _rate(any_called) <= stats.ALPHA + TOLERANCE, _rate(any_called)
