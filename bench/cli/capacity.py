@@ -139,7 +139,11 @@ def command(args: argparse.Namespace, console: Console) -> int:
     def probed(probe: Probe) -> None:
         err.print(f" {escape(_verdict(probe))}")
 
-    result, path = run_capacity(target, options, Hooks(level_started=started, probed=probed))
+    try:
+        result, path = run_capacity(target, options, Hooks(level_started=started, probed=probed))
+    except KeyboardInterrupt:
+        err.print("\nbench: interrupted; nothing written (a search that stops early has no answer)")
+        return 130
     print_result(console, result)
     console.print(f"capacity: {path}", soft_wrap=True)
     return 0

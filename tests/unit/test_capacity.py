@@ -25,6 +25,7 @@ from bench.measure.capacity import CapacityOptions, execute
 from bench.measure.capacity_results import CapacityResult, latest_capacity
 from bench.measure.codec import to_json
 from bench.measure.config import Target
+from tests.helpers import REPO
 from tests.scripted import KEY, Scripted, read_table
 
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(capacity_results.SCHEMA_FILE.read_text(encoding="utf-8")))
@@ -167,7 +168,7 @@ def test_the_committed_capacity_schema_is_the_generated_one() -> None:
     """capacity.schema.json equals what the capacity types generate, and ships as package data."""
     committed = json.loads(capacity_results.SCHEMA_FILE.read_text(encoding="utf-8"))
     assert committed == capacity_results.generate_schema(), "run `python -m bench.measure.capacity_results`"
-    pyproject = (Path(capacity_results.__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8")
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     assert '"measure/capacity.schema.json"' in pyproject
 
 
