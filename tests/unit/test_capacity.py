@@ -43,7 +43,7 @@ def _capacity(server: Scripted, tmp_path: Path, **changes: Any) -> tuple[Capacit
         "min_decode_tps": MIN_DECODE,
         "max_concurrency": 16,
         "input_tokens": 256,
-        "output_tokens": 16,
+        "output_tokens": 32,  # a decode of 31 gaps: a late event moves the speed by under 1%
         "requests": 4,
         "context_requests": 3,
     }
@@ -103,7 +103,7 @@ def test_the_search_finds_the_longest_context_within_its_precision(tmp_path: Pat
     assert answer.outcome == "found"
     assert answer.value <= CONTEXT_BOUNDARY < answer.first_failed
     assert answer.first_failed - answer.value <= max(64, answer.value // 8)
-    assert (answer.lowest, answer.cap) == (256, 16384 - 16)
+    assert (answer.lowest, answer.cap) == (256, 16384 - 32)
     context = [probe.value for probe in result.probes if probe.axis == "context"]
     assert context[:6] == [256, 512, 1024, 2048, 4096, 8192]
     _valid(path)
