@@ -106,7 +106,9 @@ class Hooks:
 
 def measured_metrics(level: LevelRun) -> list[RequestMetrics]:
     """The per-request metrics of the requests a closed-loop level's summary measured: those
-    dispatched inside its steady-state window (after the warm-up, when there is no window)."""
+    dispatched inside its steady-state window (after the warm-up, when there is no window).
+    It is the selection :func:`bench.measure.levels.level_summary` makes, so the p10 here and
+    the level's other figures come from the same requests; a change to one belongs in both."""
     records = sorted(level.records, key=lambda record: record.t_disp_ns)
     warmup = levels.warmup_count(len(records), level.spec.in_flight)
     window = metrics.closed_loop_window(records, level.spec.in_flight, warmup)
