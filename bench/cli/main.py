@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import __version__
+from bench.cli import capacity as cli_capacity
 from bench.cli import plan as cli_plan
 from bench.cli import run as cli_run
 from bench.errors import BenchError, ConfigError
@@ -32,6 +33,7 @@ examples:
   bench run single                       one stream against the deployed endpoint (artifacts/*/deployment.json)
   bench run sweep --concurrency 1 4 16   closed-loop levels of concurrency, filed under the deployment's tag
   bench run single --base-url http://127.0.0.1:8000/v1 --api-key KEY --tag my-test
+  bench capacity --min-decode 20         the most users at 20 tok/s each, and the longest context of one
   bench plan                             the KV pool and what fits, predicted before deploying
   bench plan --check                     that prediction versus the pool the deployed vLLM reported
 """
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     presets.add_argument("name", nargs="?", help="preset to show in full (default: list all)")
     cli_run.add_parser(commands)
+    cli_capacity.add_parser(commands)
     cli_plan.add_parser(commands)
     return parser
 
@@ -107,6 +110,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Dispatch a parsed command line."""
     if args.command == "run":
         return cli_run.command(args, console)
+    if args.command == "capacity":
+        return cli_capacity.command(args, console)
     if args.command == "plan":
         return cli_plan.command(args, console)
     presets = _presets(args.config_dir)

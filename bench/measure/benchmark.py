@@ -33,7 +33,16 @@ from bench.measure.results import Environment, LevelResult, Prompts, RunResult
 from bench.measure.workloads import Driver
 from bench.rig import ENGINES
 
-__all__ = ["DEFAULT_CONTEXTS", "WORKLOADS", "Progress", "RunOptions", "execute", "run"]
+__all__ = [
+    "DEFAULT_CONTEXTS",
+    "WORKLOADS",
+    "Progress",
+    "RunOptions",
+    "execute",
+    "measure_level",
+    "resolve_model",
+    "run",
+]
 
 
 @dataclass(slots=True)
@@ -106,7 +115,7 @@ def _environment(target: Target) -> Environment:
     )
 
 
-async def _resolve_model(client: ChatClient, target: Target) -> tuple[str, int | None]:
+async def resolve_model(client: ChatClient, target: Target) -> tuple[str, int | None]:
     """The model to ask for, and the longest context the server serves it with (None if unsaid)."""
     listing = await client.model_list()
     model = _pick_model([entry.id for entry in listing], target)
@@ -134,7 +143,7 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
     path = options.results_dir / target.tag / f"{run_id}.json"
     state = _Run(target, options, run_id, started, _environment(target))
     async with ChatClient(_endpoint(target, target.model or "", options), max_connections=4) as probe:
-        model, max_len = await _resolve_model(probe, target)
+        model, max_len = await resolve_model(probe, target)
     endpoint = _endpoint(target, model, options)
     state.environment = replace(state.environment, model=model, max_model_len=max_len)
     if max_len is not None:
@@ -213,6 +222,13 @@ async def _run_levels(
         driver = Driver(client, prompts, calibration, options, target.metrics_url, next_index, progress.request_done)
         await workload.drive(level, driver)
         next_index += spec.requests
+
+
+async def measure_level(level: LevelRun, driver: Driver, workload: str = "sweep") -> LevelResult:
+    """Drive one level as ``workload`` drives it (by default a closed loop of ``level.spec.streams``)
+    and summarise it: the unit of measurement ``bench capacity`` searches with."""
+    await WORKLOADS[workload].drive(level, driver)
+    return summaries.level_summary(level)
 
 
 async def _ollama_cross_check(

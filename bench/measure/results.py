@@ -213,8 +213,9 @@ def records_by_level(result: RunResult) -> list[list[RequestRecord]]:
     return split
 
 
-def write_atomic(path: Path, result: RunResult) -> Path:
-    """Write ``result`` as JSON to ``path`` through a temporary file and a rename."""
+def write_atomic(path: Path, result: object) -> Path:
+    """Write ``result`` (a :class:`RunResult`, or another result dataclass) as JSON to ``path``
+    through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -18,23 +18,34 @@ SCHEMA_FILE = Path(__file__).with_name("result.schema.json")
 REGENERATE = "python -m bench.measure.schema"
 
 
-def generate() -> JsonObject:
-    """The schema of a result file of this bench's :data:`~bench.measure.results.SCHEMA_VERSION`."""
-    schema = schema_of(RunResult)
+def document_schema(kind: type, version: int, name: str, what: str) -> JsonObject:
+    """The schema of a document of type ``kind`` whose ``schema_version`` is ``version``;
+    ``name`` ("result", "capacity") goes into its id, ``what`` ("bench run result") its title."""
+    schema = schema_of(kind)
     properties = schema["properties"]
     assert isinstance(properties, dict)
-    properties["schema_version"] = {"const": SCHEMA_VERSION}
+    properties["schema_version"] = {"const": version}
     return {
         "$schema": schema["$schema"],
-        "$id": f"https://llmrig.invalid/bench/result-{SCHEMA_VERSION}.schema.json",
-        "title": f"bench run result, schema_version {SCHEMA_VERSION}",
+        "$id": f"https://llmrig.invalid/bench/{name}-{version}.schema.json",
+        "title": f"{what}, schema_version {version}",
         **{key: value for key, value in schema.items() if key != "$schema"},
     }
 
 
+def dumps(schema: JsonObject) -> str:
+    """A schema as the committed files hold it."""
+    return json.dumps(schema, indent=1, sort_keys=True) + "\n"
+
+
+def generate() -> JsonObject:
+    """The schema of a result file of this bench's :data:`~bench.measure.results.SCHEMA_VERSION`."""
+    return document_schema(RunResult, SCHEMA_VERSION, "result", "bench run result")
+
+
 def text() -> str:
     """The schema as the committed file holds it."""
-    return json.dumps(generate(), indent=1, sort_keys=True) + "\n"
+    return dumps(generate())
 
 
 def committed() -> JsonObject:

@@ -15,6 +15,11 @@ scenario, so the harness's metrics can be checked against ground truth:
   ``truncate_after`` (close the connection after N events, no ``[DONE]``), ``malformed_after``
   (send invalid JSON after N events), ``die_after`` (the whole server exits after sending N
   events, as a killed server does: the stream breaks and later connections are refused);
+- load: each gap between events grows by ``itl_ms_per_other_stream`` for every other answer
+  streaming at that moment and by ``itl_ms_per_prompt_token`` per prompt token, so per-stream
+  decode speed falls with concurrency and context in a known way; with ``slots`` at most that
+  many answers stream at once and the rest wait for a free one (their TTFT grows), as
+  llama.cpp's slots do;
 - ``requests``: per-request changes of the scenario, keyed by the arrival number of the chat
   completion (``"0"`` is the first, counting the two one-token calibration requests), e.g.
   ``{"4": {"status": 500}, "5": {"truncate_after": 2}, "6": {"itl_ms": 500}}``; any key of the
@@ -65,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
     # Streams out of lockstep: stream k's schedule is delayed by (k mod stagger_slots) * stagger_step_ms.
     "stagger_slots": 0,
     "stagger_step_ms": 1.0,
+    "itl_ms_per_other_stream": 0.0,
+    "itl_ms_per_prompt_token": 0.0,
+    "slots": 0,  # 0: no limit
     "truncate_after": None,
     "malformed_after": None,
     "die_after": None,
@@ -104,6 +112,8 @@ def _piece(data: bytes) -> bytes:
 
 
 LOG: list[Any] = []
+ACTIVE = [0]  # answers streaming now
+SLOTS: list[asyncio.Semaphore] = []  # with ``slots``: one semaphore of that many
 STREAMS = itertools.count()
 CHATS = itertools.count()  # arrival number of each chat completion, the key of ``requests``
 
@@ -127,10 +137,38 @@ async def _stream(
     writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})))
     await writer.drain()
     total = min(scenario["reasoning_tokens"] + scenario["content_tokens"], max_tokens)
+    target_ns = arrived_ns + int(scenario["ttft_ms"] * 1e6)
+    slot = SLOTS[0] if SLOTS else None
+    if slot is not None:
+        await slot.acquire()
+        target_ns = max(target_ns, time.perf_counter_ns() + int(scenario["ttft_ms"] * 1e6))
+    ACTIVE[0] += 1
+    try:
+        return await _events(writer, scenario, (target_ns, arrived_ns), request, (total, prompt_tokens, content))
+    finally:
+        ACTIVE[0] -= 1
+        if slot is not None:
+            slot.release()
+
+
+async def _events(
+    writer: asyncio.StreamWriter,
+    scenario: dict[str, Any],
+    times: tuple[int, int],
+    request: dict[str, Any],
+    counts: tuple[int, int, str],
+) -> bool:
+    """The token events of one answer, the first at ``times[0]``; False when dropped on purpose."""
+    target_ns, arrived_ns = times
+    total, prompt_tokens, content = counts
+    max_tokens = int(request.get("max_tokens") or 1 << 30)
+    base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": scenario["model"]}
     per_event = scenario["tokens_per_event"]
     sent, event, log = 0, 0, []
     while sent < total:
-        target_ns = arrived_ns + int((scenario["ttft_ms"] + event * scenario["itl_ms"]) * 1e6)
+        if event:
+            load = scenario["itl_ms_per_other_stream"] * (ACTIVE[0] - 1)
+            target_ns += int((scenario["itl_ms"] + load + scenario["itl_ms_per_prompt_token"] * prompt_tokens) * 1e6)
         await asyncio.sleep(max(0.0, (target_ns - time.perf_counter_ns()) / 1e9))
         if scenario["die_after"] is not None and event >= scenario["die_after"]:
             os._exit(1)  # a killed server: no goodbye, the socket closes with the process
@@ -261,6 +299,8 @@ async def _handle(scenario: dict[str, Any], reader: asyncio.StreamReader, writer
 async def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as handle:
         scenario = {**DEFAULTS, **json.load(handle)}
+    if scenario["slots"]:
+        SLOTS.append(asyncio.Semaphore(int(scenario["slots"])))
     if scenario["event_log"]:
         LOG.append(open(scenario["event_log"], "a", buffering=1, encoding="utf-8"))  # noqa: SIM115 (open for the server's life)
     server = await asyncio.start_server(lambda r, w: _handle(scenario, r, w), "127.0.0.1", 0, backlog=256)

@@ -1,0 +1,80 @@
+"""bench capacity against llama.cpp's own server (xllamacpp) with two slots, pinned to core 1
+while bench runs on core 0: a third stream has no slot and waits for one to free, its TTFT grows
+by most of an answer, so the capacity found under a TTFT bound is the slot count.
+
+The bounds are chosen far from what the server does either way: an answer of 32 tokens takes
+about 2 s on one core, so a stream beyond the slots waits well over the 1.5 s bound, while a
+64-token prompt in a free slot starts in well under it; the decode floor (2 tok/s) only catches
+a broken server. The context search runs to 1,024 prompt tokens (the slot holds 2,048).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from bench.measure import capacity_results
+from bench.measure.codec import to_json
+from tests.helpers import BIN, REPO
+from tests.integration.test_real_engines import GGUF, KEY, LLAMACPP_LAUNCHER, MODELS, RIG, Server, _free_port
+
+pytestmark = pytest.mark.integration
+SLOTS = 2
+
+
+@pytest.fixture(scope="module")
+def two_slots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """llama.cpp as the llamacpp role runs it: two slots of 2,048 tokens, one thread, ChatML."""
+    port = _free_port()
+    command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", str(MODELS / GGUF)]
+    command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", "4096", "--parallel", str(SLOTS)]
+    command += ["--threads", "1", "--metrics", "--chat-template", "chatml"]
+    server = Server(
+        command, dict(os.environ, LLAMA_API_KEY=KEY), tmp_path_factory.mktemp("capacity") / "log", port, 120
+    )
+    yield server
+    server.stop()
+
+
+def test_llamacpp_capacity_is_its_slot_count(two_slots: Server, tmp_path: Path) -> None:
+    """Streams up to the slot count pass, the first level beyond the slots fails on TTFT, so the
+    answer is at most the slots (2 when the machine is quiet); one stream keeps the decode floor
+    up to 1,024 prompt tokens; the capacity file matches its schema and reads back whole."""
+    results = tmp_path / "results"
+    command = ["taskset", "-c", "0", str(BIN / "bench"), "capacity", "--base-url", two_slots.base_url]
+    command += ["--api-key", KEY, "--tag", "integration", "--results-dir", str(results)]
+    command += ["--min-decode", "2", "--max-ttft", "1.5", "--max-concurrency", "4", "--input-tokens", "64"]
+    command += ["--output-tokens", "32", "--requests", "4", "--context-requests", "3", "--max-context", "1024"]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=300, check=False, cwd=REPO, env=dict(os.environ, COLUMNS="160")
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    print(done.stdout, file=sys.stderr)
+    (path,) = (results / "integration" / "capacity").glob("*.json")
+    document = json.loads(path.read_text(encoding="utf-8"))
+    schema = json.loads(capacity_results.SCHEMA_FILE.read_text(encoding="utf-8"))
+    problems = [error.message for error in jsonschema.Draft202012Validator(schema).iter_errors(document)]
+    assert not problems, problems[:10]
+    result = capacity_results.read(path)
+    assert to_json(result) == document
+    users = result.max_users
+    assert users.outcome == "found"
+    assert users.value is not None
+    assert 1 <= users.value <= SLOTS
+    beyond = [probe for probe in result.probes if probe.axis == "concurrency" and probe.value > SLOTS]
+    assert beyond, "no level beyond the slots was measured"
+    for probe in beyond:
+        assert not probe.passed
+        assert any("TTFT p95" in reason for reason in probe.failed_because), probe.failed_because
+    context = result.longest_context
+    assert context is not None
+    assert (context.outcome, context.value) == ("cap_passed", 1024)
+    assert [p.value for p in result.probes if p.axis == "context"] == [64, 128, 256, 512, 1024]
+    assert all(p.level.requests.errored == 0 for p in result.probes)
