@@ -62,6 +62,7 @@ class Server:
             if path.startswith(str(RIG)):
                 assert Path(path).exists(), f"{path} missing: run scripts/testrig all (scripts/test does)"
         self.log = log
+        self.command = command
         self.base_url = f"http://127.0.0.1:{port}/v1"
         with log.open("wb") as sink:
             self.process = subprocess.Popen(["taskset", "-c", "1", *command], env=env, stdout=sink, stderr=sink)
