@@ -34,7 +34,7 @@ from bench.measure.probe_http import (
     CheckFailed,
     Outcome,
     Probe,
-    chat_choice,
+    chat_answer,
     chat_message,
     error_message,
     post_chat,
@@ -117,12 +117,12 @@ async def response_format_json_schema(probe: Probe) -> Outcome:
             "json_schema": {"name": "capital", "schema": ANSWER_SCHEMA, "strict": True},
         },
     }
-    choice = await chat_choice(probe, body)
-    content = str(choice["message"].get("content") or "")  # type: ignore[union-attr]
+    message, finish = await chat_answer(probe, body)
+    content = str(message.get("content") or "")
     try:
         answer = json.loads(content)
     except json.JSONDecodeError:
-        return False, f"content is not JSON (finish_reason {choice.get('finish_reason')}): {snippet(content)}"
+        return False, f"content is not JSON (finish_reason {finish}): {snippet(content)}"
     error = next(iter(Draft202012Validator(ANSWER_SCHEMA).iter_errors(answer)), None)
     if error is not None:
         return False, f"does not validate: {snippet(error.message, 80)}"

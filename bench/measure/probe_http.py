@@ -84,8 +84,8 @@ def error_message(parsed: Any, text: str) -> str:
     return text
 
 
-async def chat_choice(probe: Probe, body: JsonObject) -> JsonObject:
-    """``choices[0]`` of a successful answer, its ``message`` an object; :class:`CheckFailed`
+async def chat_answer(probe: Probe, body: JsonObject) -> tuple[JsonObject, str | None]:
+    """The assistant message and the finish_reason of a successful answer; :class:`CheckFailed`
     naming the status and the error message of any other answer."""
     status, parsed, text = await post_chat(probe, body)
     if status != 200:
@@ -97,10 +97,11 @@ async def chat_choice(probe: Probe, body: JsonObject) -> JsonObject:
         raise CheckFailed(f"HTTP 200 without choices[0].message: {snippet(text)}") from exc
     if not isinstance(message, dict):
         raise CheckFailed(f"choices[0].message is not an object: {snippet(message)}")
-    return dict(choice)
+    finish = choice.get("finish_reason")
+    return message, str(finish) if finish is not None else None
 
 
 async def chat_message(probe: Probe, body: JsonObject) -> JsonObject:
-    """The assistant message of a successful answer (see :func:`chat_choice`)."""
-    message: JsonObject = (await chat_choice(probe, body))["message"]  # type: ignore[assignment]
+    """The assistant message of a successful answer (see :func:`chat_answer`)."""
+    message, _ = await chat_answer(probe, body)
     return message
