@@ -11,6 +11,9 @@
     │                              whoever knows the file or the flag)
     ├── ResultFileError        a result file cannot be read: not JSON, another schema_version, or
     │                              not the shape of a result (exit 2)
+    ├── ProbeFailed            bench probe: a capability check failed that the deployment did not
+    │                              say would fail (exit 5, after its table and file; checks that
+    │                              fail as expected alone exit 0)
     └── EndpointError          the served endpoint misbehaves (exit 3; also a finished run in which
         │                          requests failed, raised after its table and file)
         ├── EndpointUnreachable    connection refused, DNS failure, connect timeout, the server lost
@@ -56,6 +59,13 @@ class ResultFileError(BenchError):
     ``schema_version`` the version found and the one this bench reads."""
 
     exit_code = 2
+
+
+class ProbeFailed(BenchError):
+    """Raised by ``bench probe`` after its table and file when a check failed that the deployment
+    did not mark as an expected failure; the message names those checks."""
+
+    exit_code = 5
 
 
 class EndpointError(BenchError):

@@ -2,7 +2,8 @@
 
 Only this module prints. Exit codes: 0 ok, 1 unexpected bench error, 2 usage or configuration
 error, 3 endpoint error (also a finished run in which requests failed: its table and file are
-there, marked untrusted), 130 interrupted. Tracebacks appear only with ``--debug``.
+there, marked untrusted), 5 a probe check failed that the deployment does not explain (its table
+and file are there), 130 interrupted. Tracebacks appear only with ``--debug``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.table import Table
 from bench import __version__
 from bench.cli import capacity as cli_capacity
 from bench.cli import plan as cli_plan
+from bench.cli import probe as cli_probe
 from bench.cli import run as cli_run
 from bench.errors import BenchError, ConfigError
 from bench.rig.presets import Preset, find_models_file, load_presets
@@ -34,6 +36,7 @@ examples:
   bench run sweep --concurrency 1 4 16   closed-loop levels of concurrency, filed under the deployment's tag
   bench run single --base-url http://127.0.0.1:8000/v1 --api-key KEY --tag my-test
   bench capacity --min-decode 20         the most users at 20 tok/s each, and the longest context of one
+  bench probe                            tool calls, reasoning, context limit, JSON output; filed under the tag
   bench plan                             the KV pool and what fits, predicted before deploying
   bench plan --check                     that prediction versus the pool the deployed vLLM reported
 """
@@ -65,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     presets.add_argument("name", nargs="?", help="preset to show in full (default: list all)")
     cli_run.add_parser(commands)
     cli_capacity.add_parser(commands)
+    cli_probe.add_parser(commands)
     cli_plan.add_parser(commands)
     return parser
 
@@ -112,6 +116,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return cli_run.command(args, console)
     if args.command == "capacity":
         return cli_capacity.command(args, console)
+    if args.command == "probe":
+        return cli_probe.command(args, console)
     if args.command == "plan":
         return cli_plan.command(args, console)
     presets = _presets(args.config_dir)

@@ -9,8 +9,11 @@ metrics (:mod:`~bench.measure.metrics`), the server's ``/metrics``
 (:mod:`~bench.measure.server`), GPU telemetry (:mod:`~bench.measure.gpu`), Ollama's native API
 (:mod:`~bench.measure.ollama`), a level's result (:mod:`~bench.measure.levels`), the result types
 and files (:mod:`~bench.measure.results`, serialised by :mod:`~bench.measure.codec`, with the
-JSON Schema of :mod:`~bench.measure.schema`) and the terminal report
-(:mod:`~bench.measure.report`).
+JSON Schema of :mod:`~bench.measure.schema`), the terminal report
+(:mod:`~bench.measure.report`), and the capability probe: its result files
+(:mod:`~bench.measure.probes`), what a deployment expects (:mod:`~bench.measure.probe_expect`),
+its request (:mod:`~bench.measure.probe_http`) and its checks (:mod:`~bench.measure.probe_checks`,
+:mod:`~bench.measure.probe_tools`).
 
 It takes from the rig core (:mod:`bench.rig`) only the names that package exports, and raises
 the exceptions of :mod:`bench.errors`, which stays at the top of the package because the core,

@@ -21,7 +21,7 @@ from bench import __version__
 from bench.errors import BenchError, ConfigError, EndpointError, EndpointModelError
 from bench.measure import levels as summaries
 from bench.measure import metrics, ollama, results, server
-from bench.measure.client import ChatClient, Endpoint
+from bench.measure.client import ChatClient, Endpoint, ServedModel
 from bench.measure.config import Target
 from bench.measure.gpu import GpuAbsent, GpuReport, GpuSampler
 from bench.measure.loops import LevelRun, LevelSpec, calibrate
@@ -117,7 +117,12 @@ def _environment(target: Target) -> Environment:
 
 async def resolve_model(client: ChatClient, target: Target) -> tuple[str, int | None]:
     """The model to ask for, and the longest context the server serves it with (None if unsaid)."""
-    listing = await client.model_list()
+    return pick_model(await client.model_list(), target)
+
+
+def pick_model(listing: list[ServedModel], target: Target) -> tuple[str, int | None]:
+    """The model of ``listing`` (/v1/models) to ask for, and its served context (None if unsaid):
+    ``target.model``, or the only one served."""
     model = _pick_model([entry.id for entry in listing], target)
     return model, next(entry.max_model_len for entry in listing if entry.id == model)
 

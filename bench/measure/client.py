@@ -1,6 +1,7 @@
 """Streaming requests to an OpenAI-compatible endpoint, with a monotonic timestamp per event.
 
-The only module that touches the network. Each event of the server-sent stream is stamped with
+The only module that opens connections (the probe's checks, :mod:`~bench.measure.probe_http`,
+send theirs through a :class:`ChatClient`'s HTTP client). Each event of the server-sent stream is stamped with
 ``time.perf_counter_ns()`` when the read that completed it returned; events that arrive in one
 read share that stamp, and a split event is stamped when its last piece arrives. Failures that
 make the whole run meaningless (no connection, wrong key, unknown model) raise from the

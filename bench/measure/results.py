@@ -216,11 +216,17 @@ def records_by_level(result: RunResult) -> list[list[RequestRecord]]:
 def write_atomic(path: Path, result: object) -> Path:
     """Write ``result`` (a :class:`RunResult`, or another result dataclass) as JSON to ``path``
     through a temporary file and a rename."""
+    return write_json_atomic(path, to_json_object(result))
+
+
+def write_json_atomic(path: Path, document: JsonObject) -> Path:
+    """Write ``document`` to ``path`` through a temporary file in the same folder and a rename,
+    so a reader sees the old file or the whole new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(to_json_object(result), stream, indent=1, sort_keys=True)
+            json.dump(document, stream, indent=1, sort_keys=True)
             stream.write("\n")
             stream.flush()
             os.fsync(stream.fileno())

@@ -62,6 +62,7 @@ class Server:
             if path.startswith(str(RIG)):
                 assert Path(path).exists(), f"{path} missing: run scripts/testrig all (scripts/test does)"
         self.log = log
+        self.command = command
         self.base_url = f"http://127.0.0.1:{port}/v1"
         with log.open("wb") as sink:
             self.process = subprocess.Popen(["taskset", "-c", "1", *command], env=env, stdout=sink, stderr=sink)
@@ -76,16 +77,20 @@ class Server:
             self.process.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def start_llamacpp(log: Path) -> Server:
+    """The launcher the llamacpp role installs, with llama-server's flags: two slots of 2048 tokens,
+    one thread (the server is pinned to one core), ChatML (the GGUF has no chat template)."""
     port = _free_port()
-    # The launcher the llamacpp role installs, with llama-server's flags: two slots of 2048 tokens,
-    # one thread (the server is pinned to one core), ChatML (the GGUF has no chat template).
     command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", str(MODELS / GGUF)]
     command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", "4096", "--parallel", "2"]
     command += ["--threads", "1", "--metrics", "--chat-template", "chatml"]
     env = dict(os.environ, LLAMA_API_KEY=KEY)
-    server = Server(command, env, tmp_path_factory.mktemp("llamacpp") / "log", port, 120)
+    return Server(command, env, log, port, 120)
+
+
+@pytest.fixture(scope="session")
+def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = start_llamacpp(tmp_path_factory.mktemp("llamacpp") / "log")
     yield server
     server.stop()
     # SIGTERM is a clean stop for systemd: the launcher waits for it and exits 0.

