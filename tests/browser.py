@@ -68,6 +68,29 @@ def chat(url: str, email: str, password: str, model: str, *, question: str, scre
             browser.close()
 
 
+def report(page_file: Path, screenshot: Path) -> dict[str, object]:
+    """Open ``bench report``'s page from disk; what the browser saw: each plot's natural size
+    (0 when it did not decode), each card's text, and any request the page made (screenshot saved)."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            requests: list[str] = []
+            page.on("request", lambda request: requests.append(request.url))
+            page.goto(page_file.resolve().as_uri())
+            page.wait_for_load_state("load")
+            plots = page.eval_on_selector_all(
+                "img[data-plot]",
+                "images => images.map(i => [i.dataset.plot, i.complete ? i.naturalWidth : 0, i.naturalHeight])",
+            )
+            cards = page.eval_on_selector_all("[data-card]", "cards => cards.map(c => [c.dataset.card, c.innerText])")
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot), full_page=True)
+            return {"plots": plots, "cards": cards, "requests": requests}
+        finally:
+            browser.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.browser", description=__doc__.split("\n\n")[0])
     parser.add_argument("url")

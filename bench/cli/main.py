@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,8 +21,10 @@ from rich.table import Table
 
 from bench import __version__
 from bench.cli import capacity as cli_capacity
+from bench.cli import compare as cli_compare
 from bench.cli import plan as cli_plan
 from bench.cli import probe as cli_probe
+from bench.cli import report as cli_report
 from bench.cli import run as cli_run
 from bench.errors import BenchError, ConfigError
 from bench.rig.presets import Preset, find_models_file, load_presets
@@ -39,6 +42,10 @@ examples:
   bench probe                            tool calls, reasoning, context limit, JSON output; filed under the tag
   bench plan                             the KV pool and what fits, predicted before deploying
   bench plan --check                     that prediction versus the pool the deployed vLLM reported
+  bench tags                             the tags under results/: runs, dates, engine, preset, what differs
+  bench compare v1.2 v1.3                v1.3 against v1.2: intervals, tests, verdicts, candidate causes
+  bench history qwen3.8-27b-w4a16        one preset across tags in time order, regressions flagged
+  bench report v1.2 v1.3                 capability cards, and reports/v1.2+v1.3/report.html with the plots
 """
 
 
@@ -70,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_capacity.add_parser(commands)
     cli_probe.add_parser(commands)
     cli_plan.add_parser(commands)
+    cli_compare.add_parsers(commands)
+    cli_report.add_parser(commands)
     return parser
 
 
@@ -110,6 +119,14 @@ def show_preset(console: Console, preset: Preset) -> None:
     console.print(table)
 
 
+def _console() -> Console:
+    """Standard output; 120 columns wide when it is not a terminal and COLUMNS is not set (rich's
+    default of 80 would wrap the comparison tables of a file or a pipe)."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=120)
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Dispatch a parsed command line."""
     if args.command == "run":
@@ -120,6 +137,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return cli_probe.command(args, console)
     if args.command == "plan":
         return cli_plan.command(args, console)
+    if args.command in ("tags", "compare", "history"):
+        return cli_compare.command(args, console)
+    if args.command == "report":
+        return cli_report.command(args, console)
     presets = _presets(args.config_dir)
     if args.name is None:
         show_presets(console, presets)
@@ -137,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        return run(args, Console())
+        return run(args, _console())
     except BenchError as exc:
         if args.debug:
             raise

@@ -28,7 +28,14 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
     target.add_argument(
         "--deployment", type=Path, help="deployment.json to read (default: the only artifacts/*/deployment.json)"
     )
-    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="where result files go")
+    add_results_dir(parser)
+
+
+def add_results_dir(parser: argparse.ArgumentParser) -> None:
+    """Add ``--results-dir``: where bench files results, by tag, and reads them back."""
+    parser.add_argument(
+        "--results-dir", type=Path, default=Path("results"), help="where result files are, by tag (default: results)"
+    )
 
 
 def config_dir_of(args: argparse.Namespace) -> Path | None:

@@ -41,7 +41,7 @@ from bench.measure.capacity_search import BoundarySearch
 from bench.measure.client import ChatClient, Endpoint
 from bench.measure.config import Target
 from bench.measure.loops import LevelRun, LevelSpec, calibrate
-from bench.measure.metrics import RequestMetrics, RequestRecord
+from bench.measure.metrics import RequestRecord
 from bench.measure.options import RunOptions
 from bench.measure.prompts import PromptFactory, new_salt
 from bench.measure.results import LevelResult
@@ -104,23 +104,9 @@ class Hooks:
     probed: Callable[[Probe], None] = lambda probe: None
 
 
-def measured_metrics(level: LevelRun) -> list[RequestMetrics]:
-    """The per-request metrics of the requests a closed-loop level's summary measured: those
-    dispatched inside its steady-state window (after the warm-up, when there is no window).
-    It is the selection :func:`bench.measure.levels.level_summary` makes, so the p10 here and
-    the level's other figures come from the same requests; a change to one belongs in both."""
-    records = sorted(level.records, key=lambda record: record.t_disp_ns)
-    warmup = levels.warmup_count(len(records), level.spec.in_flight)
-    window = metrics.closed_loop_window(records, level.spec.in_flight, warmup)
-    per_request = [m for m in map(metrics.request_metrics, records) if m is not None]
-    if window is None:
-        return per_request[warmup:]
-    return [m for m in per_request if window.start_ns <= m.t_disp_ns <= window.end_ns]
-
-
 def judge(axis: Axis, value: int, level: LevelRun, summary: LevelResult, criteria: Criteria) -> Probe:
     """Whether one measured level passes the criteria, and why not."""
-    speeds = [m.decode_tps for m in measured_metrics(level) if m.decode_tps is not None]
+    speeds = [m.decode_tps for m in levels.measured_in(level) if m.decode_tps is not None]
     low = metrics.percentile(speeds, criteria.decode_percentile) if speeds else None
     ttft = summary.latency.ttft_ms
     high = ttft.p95 if ttft is not None else None

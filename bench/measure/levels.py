@@ -117,6 +117,12 @@ def measured_requests(records: list[RequestRecord], level: LevelResult) -> list[
     return _measured(ordered, level.concurrency, level.rate_per_s)[3]
 
 
+def measured_in(level: LevelRun) -> list[RequestMetrics]:
+    """The metrics of the requests :func:`level_summary` measures in ``level``."""
+    records = sorted(level.records, key=lambda record: record.t_disp_ns)
+    return _measured(records, level.spec.in_flight, level.spec.rate)[3]
+
+
 def level_summary(level: LevelRun) -> LevelResult:
     """Every run-level number of one level."""
     spec = level.spec

@@ -16,6 +16,19 @@ from dataclasses import dataclass, field
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.measure.server_types import (
+    Bucketed,
+    BucketedLatency,
+    Counters,
+    Derived,
+    GaugePoint,
+    Gauges,
+    GaugeStats,
+    ServerReport,
+)
+
+__all__ = ["Counters", "Sampler", "Scrape", "ServerReport", "server_report"]
+
 # Counters whose deltas a run reports: (our name, exposition sample name).
 COUNTERS = {
     "requests_succeeded": "vllm:request_success_total",
@@ -96,92 +109,6 @@ async def scrape(http: httpx.AsyncClient, url: str) -> Scrape | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Counters:
-    """Growth of each server counter over one interval (the names of :data:`COUNTERS`); None where
-    either scrape lacked it: unknown, never zero."""
-
-    requests_succeeded: float | None = None
-    prompt_tokens: float | None = None
-    generation_tokens: float | None = None
-    preemptions: float | None = None
-    prefix_cache_queries: float | None = None
-    prefix_cache_hits: float | None = None
-    spec_decode_drafts: float | None = None
-    spec_decode_draft_tokens: float | None = None
-    spec_decode_accepted_tokens: float | None = None
-    llamacpp_prompt_tokens: float | None = None
-    llamacpp_tokens_predicted: float | None = None
-    llamacpp_decode_calls: float | None = None
-
-    def known(self) -> dict[str, float]:
-        """The counters both scrapes had, by name."""
-        return {name: getattr(self, name) for name in COUNTERS if getattr(self, name) is not None}
-
-
-@dataclass(frozen=True, slots=True)
-class GaugeStats:
-    """One gauge over the scrapes taken during a measurement: mean, max and how many scrapes had it."""
-
-    mean: float
-    max: float
-    n: float
-
-
-@dataclass(frozen=True, slots=True)
-class Gauges:
-    """Each gauge of :data:`GAUGES` during a measurement; None where no scrape had it."""
-
-    kv_cache_usage: GaugeStats | None = None
-    requests_running: GaugeStats | None = None
-    requests_waiting: GaugeStats | None = None
-    llamacpp_requests_processing: GaugeStats | None = None
-    llamacpp_requests_deferred: GaugeStats | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Derived:
-    """Rates from counter deltas; None where a counter is unknown or its denominator is zero."""
-
-    prefix_cache_hit_rate: float | None
-    spec_decode_acceptance_rate: float | None
-    spec_decode_mean_acceptance_length: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Bucketed:
-    """A server-side latency distribution in ms, interpolated within histogram buckets."""
-
-    n: float
-    p50: float | None
-    p90: float | None
-    p99: float | None  # only from 100 observations up
-
-
-@dataclass(frozen=True, slots=True)
-class BucketedLatency:
-    """Each histogram of :data:`HISTOGRAMS` over one measurement; None where the server observed nothing."""
-
-    ttft_ms: Bucketed | None = None
-    itl_ms: Bucketed | None = None
-    e2e_ms: Bucketed | None = None
-    queue_ms: Bucketed | None = None
-    prefill_ms: Bucketed | None = None
-    decode_ms: Bucketed | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerReport:
-    """Everything the server's /metrics said about one measurement (the ``server`` of a level)."""
-
-    scraped: bool  # both the scrape before and the one after answered
-    counters: Counters
-    derived: Derived
-    gauges: Gauges
-    latency_bucketed: BucketedLatency
-    cache_config: dict[str, str]  # vLLM's cache_config_info labels: KV pool blocks, block size, dtype
-
-
 def counter_deltas(before: Scrape | None, after: Scrape | None) -> Counters:
     """Each counter's growth between two scrapes; None where either scrape lacks it."""
     deltas: dict[str, float] = {}
@@ -198,7 +125,13 @@ def gauge_stats(samples: list[Scrape]) -> Gauges:
         seen = [scrape.values[sample] for scrape in samples if sample in scrape.values]
         if seen:
             stats[name] = GaugeStats(mean=sum(seen) / len(seen), max=max(seen), n=float(len(seen)))
-    return Gauges(**stats)
+    kv = GAUGES["kv_cache_usage"]
+    series = [
+        GaugePoint(t_s=(scrape.t_ns - samples[0].t_ns) / 1e9, value=scrape.values[kv])
+        for scrape in samples
+        if kv in scrape.values
+    ]
+    return Gauges(**stats, kv_cache_usage_series=series or None)
 
 
 def derived(deltas: Counters) -> Derived:

@@ -77,12 +77,13 @@ class Server:
             self.process.wait(timeout=10)
 
 
-def start_llamacpp(log: Path) -> Server:
-    """The launcher the llamacpp role installs, with llama-server's flags: two slots of 2048 tokens,
-    one thread (the server is pinned to one core), ChatML (the GGUF has no chat template)."""
+def start_llamacpp(log: Path, slots: int = 2) -> Server:
+    """The launcher the llamacpp role installs, with llama-server's flags: ``slots`` slots of 2048
+    tokens, one thread (the server is pinned to one core), ChatML (the GGUF has no chat template)."""
     port = _free_port()
     command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", str(MODELS / GGUF)]
-    command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", "4096", "--parallel", "2"]
+    command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", str(2048 * slots)]
+    command += ["--parallel", str(slots)]
     command += ["--threads", "1", "--metrics", "--chat-template", "chatml"]
     env = dict(os.environ, LLAMA_API_KEY=KEY)
     return Server(command, env, log, port, 120)

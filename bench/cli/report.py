@@ -1,0 +1,103 @@
+"""``bench report`` on the command line: the capability card of each tag in the terminal, and
+one self-contained HTML page with the plots (and each plot as a PNG beside it)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from bench.cli.target import add_results_dir
+
+if TYPE_CHECKING:  # matplotlib, numpy and scipy load only when a report is made
+    from bench.measure.report_data import Card
+
+DESCRIPTION = """\
+For each TAG: its capability card (one-stream decode at the shortest and longest prompt it ran,
+capacity from its latest `bench capacity`, time to first answer with thinking on and off and the
+checks of its latest `bench probe`, tokens per joule and energy per million tokens where NVML
+measured them), printed here and on the page; and the plots of all tags together: throughput
+against concurrency, TTFT and inter-token distributions, TTFT against prompt length, KV pool usage
+over time, speculative-decoding acceptance. Untrusted and partial runs are left out unless asked for.
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench report``."""
+    parser = commands.add_parser(
+        "report",
+        help="capability cards and an HTML page of plots for one or more tags",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("tags", nargs="+", metavar="TAG", help="the tags to report on, in the order to show them")
+    add_results_dir(parser)
+    parser.add_argument(
+        "--out", type=Path, default=None, help="folder for report.html and the PNGs (default: reports/TAG+TAG...)"
+    )
+    parser.add_argument("--include-untrusted", action="store_true", help="use untrusted and partial runs too")
+
+
+def show_cards(console: Console, cards: list[Card]) -> None:
+    """The cards side by side, one column per tag."""
+    from bench.measure import report_page  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    table = Table(title="Capability cards", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("")
+    for card in cards:
+        table.add_column(card.tag)
+    rows = [report_page.card_rows(card) for card in cards]
+    for index, (label, _) in enumerate(rows[0]):
+        table.add_row(label, *(row[index][1] for row in rows))
+    console.print(table)
+
+
+def command(args: argparse.Namespace, console: Console) -> int:
+    """Gather, draw, write, print."""
+    from bench.cli.gates import probe_gate  # noqa: PLC0415 - see TYPE_CHECKING above
+    from bench.measure import compare, plots, report_data, report_page, store  # noqa: PLC0415
+    from bench.measure.capacity_results import latest_capacity  # noqa: PLC0415
+
+    cards, series = [], []
+    used = 0
+    for tag in args.tags:
+        kept, left = compare.usable(store.runs(args.results_dir, tag), args.include_untrusted)
+        for line in left:
+            console.print(f"left out: {line}", soft_wrap=True)
+        if not kept:
+            console.print(f"{tag}: every run was left out; nothing to report", soft_wrap=True)
+            continue
+        used += len(kept)
+        gate = probe_gate(args.results_dir, tag, include_failing=True)
+        probes = (
+            "no probe on record (bench probe)" if gate.note is None or gate.note.startswith("no probe") else gate.note
+        )
+        cards.append(
+            report_data.card(
+                tag,
+                kept,
+                capacity=report_data.capacity_text(latest_capacity(args.results_dir, tag)),
+                probes=probes,
+                ttfo=(None, None),
+            )
+        )
+        series.append(report_data.series(tag, kept))
+    if not cards:
+        return 0
+    out = args.out or Path("reports") / "+".join(args.tags)
+    written = report_page.write(
+        out,
+        cards=cards,
+        plots=plots.plots(series),
+        runs=used,
+        results_dir=args.results_dir,
+        written=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+    show_cards(console, cards)
+    console.print(f"wrote {written.page} and {len(written.images)} PNGs beside it", soft_wrap=True)
+    return 0

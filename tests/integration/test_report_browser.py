@@ -1,0 +1,38 @@
+"""bench report's page in a real browser: Debian's Chromium, headless, driven by Playwright
+(tests/browser.py), opens the page from disk; every plot decodes at its size, both capability
+cards show, the page fetches nothing but itself, and a screenshot is kept
+(build/artifacts/report/report.png, the one the README shows)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests import browser
+from tests.helpers import BIN, REPO
+from tests.synthetic_runs import report_results
+
+pytestmark = pytest.mark.integration
+SCREENSHOT = REPO / "build" / "artifacts" / "report" / "report.png"
+PLOTS = ["throughput", "ttft", "itl", "ttft_context", "kv_usage", "spec_decode"]
+
+
+def test_the_report_page_shows_every_plot_and_card_in_chromium(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    report_results(results)
+    out = tmp_path / "report"
+    command = [str(BIN / "bench"), "report", "base", "mtp", "--results-dir", str(results), "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = browser.report(out / "report.html", SCREENSHOT)
+    assert seen["plots"] == [[name, 700, 400] for name in PLOTS]
+    cards = dict(seen["cards"])  # type: ignore[call-overload]
+    assert list(cards) == ["base", "mtp"]
+    for text in cards.values():
+        assert "decode, one stream, long prompt" in text
+        assert "tok/s at 2,048 tokens" in text
+        assert "tokens per joule\t2.50" in text
+    assert seen["requests"] == [(out / "report.html").resolve().as_uri()]
+    assert SCREENSHOT.stat().st_size > 10_000
