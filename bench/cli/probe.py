@@ -21,7 +21,7 @@ from bench.errors import ProbeFailed
 from bench.measure.config import Target
 from bench.measure.probe_checks import CHECKS, run_probe
 from bench.measure.probe_expect import Expectations, PresetFacts, expectations
-from bench.measure.probes import ProbeResult, write_probe
+from bench.measure.probes import TTFO_RUNS, ProbeResult, write_probe
 from bench.rig.presets import load_presets
 
 STYLES = {"PASS": "green", "FAIL": "bold red", "expected FAIL": "yellow", "not run": "dim"}
@@ -73,6 +73,15 @@ def show(console: Console, result: ProbeResult) -> None:
     for check in result.checks:
         table.add_row(check.name, f"[{STYLES[check.verdict]}]{check.verdict}[/]", check.detail)
     console.print(table)
+    console.print(
+        f"time to first answer (median of {TTFO_RUNS}, streamed): thinking on {_ms(result.ttfo_thinking_on_ms)}, "
+        f"thinking off {_ms(result.ttfo_thinking_off_ms)}",
+        soft_wrap=True,
+    )
+
+
+def _ms(value: float | None) -> str:
+    return "no answer" if value is None else f"{value:,.0f} ms"
 
 
 def command(args: argparse.Namespace, console: Console) -> int:

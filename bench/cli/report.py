@@ -62,6 +62,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
     from bench.cli.gates import probe_gate  # noqa: PLC0415 - see TYPE_CHECKING above
     from bench.measure import compare, plots, report_data, report_page, store  # noqa: PLC0415
     from bench.measure.capacity_results import latest_capacity  # noqa: PLC0415
+    from bench.measure.probes import latest_probe  # noqa: PLC0415
 
     cards, series = [], []
     used = 0
@@ -77,13 +78,15 @@ def command(args: argparse.Namespace, console: Console) -> int:
         probes = (
             "no probe on record (bench probe)" if gate.note is None or gate.note.startswith("no probe") else gate.note
         )
+        probe = latest_probe(args.results_dir, tag)
+        ttfo = (probe.ttfo_thinking_on_ms, probe.ttfo_thinking_off_ms) if probe is not None else (None, None)
         cards.append(
             report_data.card(
                 tag,
                 kept,
                 capacity=report_data.capacity_text(latest_capacity(args.results_dir, tag)),
                 probes=probes,
-                ttfo=(None, None),
+                ttfo=ttfo,
             )
         )
         series.append(report_data.series(tag, kept))

@@ -94,18 +94,29 @@ def _is_union(kind: object) -> bool:
     return get_origin(kind) in (Union, types.UnionType)
 
 
+@functools.cache
+def _shape(kind: object) -> tuple[object, tuple[object, ...], bool]:
+    """``kind``'s origin and arguments, and whether it is a union (read once per type: a result
+    file has hundreds of thousands of values)."""
+    return get_origin(kind), get_args(kind), _is_union(kind)
+
+
 def _read(kind: object, data: object, path: str) -> typing.Any:  # noqa: PLR0912 (one branch per JSON kind)
     if kind is JsonValue or kind is object:
         return data
-    if _is_union(kind):
+    origin, args, union = _shape(kind)
+    if union:
+        if data is None and type(None) in args:
+            return None
+        if len(args) == 2 and type(None) in args:  # X | None with a value: X or an error about X
+            return _read(args[0] if args[1] is type(None) else args[1], data, path)
         errors = []
-        for option in get_args(kind):
+        for option in args:
             try:
                 return _read(option, data, path)
             except ShapeError as exc:
                 errors.append(str(exc))
         raise ShapeError(path, f"fits none of its types ({'; '.join(errors)})")
-    origin, args = get_origin(kind), get_args(kind)
     if origin is Literal:
         if data not in args or type(data) is not type(args[args.index(data)]):
             raise ShapeError(path, f"{data!r} is not one of {list(args)}")
@@ -154,23 +165,29 @@ def _read(kind: object, data: object, path: str) -> typing.Any:  # noqa: PLR0912
 read_as = _read  # for a type's own __from_json__: one value of a type, at a path
 
 
+@functools.cache
+def _fields(kind: type) -> tuple[frozenset[str], tuple[tuple[str, object, bool], ...]]:
+    """A dataclass's field names, and each field's name, type and whether it may be omitted."""
+    hints = _hints(kind)
+    fields = tuple((item.name, hints[item.name], _omitted(item)) for item in dataclasses.fields(kind))
+    return frozenset(name for name, _, _ in fields), fields
+
+
 def _read_dataclass(kind: type, data: object, path: str) -> object:
     if not isinstance(data, dict):
         raise ShapeError(path, f"{type(data).__name__} where an object was expected")
-    hints = _hints(kind)
-    fields = {item.name: item for item in dataclasses.fields(kind)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ShapeError(path, f"unknown keys {unknown}")
+    names, fields = _fields(kind)
+    if not names.issuperset(data):
+        raise ShapeError(path, f"unknown keys {sorted(set(data) - names)}")
     values: dict[str, object] = {}
-    for name, item in fields.items():
+    for name, hint, omitted in fields:
         where = f"{path}.{name}" if path else name
         if name not in data:
-            if _omitted(item):
+            if omitted:
                 values[name] = None
                 continue
             raise ShapeError(where, "missing")
-        values[name] = _read(hints[name], data[name], where)
+        values[name] = _read(hint, data[name], where)
     return kind(**values)
 
 

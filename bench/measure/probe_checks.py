@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from statistics import median
 
 from jsonschema import Draft202012Validator
 
@@ -37,6 +38,7 @@ from bench.measure.probe_http import (
     chat_answer,
     chat_message,
     error_message,
+    first_answer_ms,
     post_chat,
     snippet,
 )
@@ -47,7 +49,7 @@ from bench.measure.probe_tools import (
     tool_choice_required,
     tool_name_punctuation,
 )
-from bench.measure.probes import CheckResult, ProbeResult
+from bench.measure.probes import TTFO_RUNS, CheckResult, ProbeResult
 
 
 async def reasoning_field(probe: Probe) -> Outcome:
@@ -177,4 +179,18 @@ async def run_probe(target: Target, expected: Expectations, names: Sequence[str]
         model, served_context = pick_model(await client.model_list(), target)
         probe = Probe(client.http, model, served_context, expected, timeout_s)
         checks = [await _one(probe, name) for name in CHECKS if name in names]
-    return ProbeResult(target.tag, started, target.base_url, model, checks)
+        on, off = await time_to_first_answer(probe, thinking=True), await time_to_first_answer(probe, thinking=False)
+    return ProbeResult(target.tag, started, target.base_url, model, checks, on, off)
+
+
+async def time_to_first_answer(probe: Probe, *, thinking: bool) -> float | None:
+    """The median time to the first answer token of TTFO_RUNS streamed questions, thinking on or
+    off (``chat_template_kwargs``; a model without a thinking switch ignores it)."""
+    body: JsonObject = {
+        "messages": [{"role": "user", "content": "In one sentence: why is the sky blue?"}],
+        "max_tokens": 2048 if thinking else 256,
+        "chat_template_kwargs": {"enable_thinking": thinking},
+    }
+    times = [await first_answer_ms(probe, body) for _ in range(TTFO_RUNS)]
+    measured = [value for value in times if value is not None]
+    return median(measured) if measured else None

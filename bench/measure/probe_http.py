@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,3 +106,35 @@ async def chat_message(probe: Probe, body: JsonObject) -> JsonObject:
     """The assistant message of a successful answer (see :func:`chat_answer`)."""
     message, _ = await chat_answer(probe, body)
     return message
+
+
+async def first_answer_ms(probe: Probe, body: JsonObject) -> float | None:
+    """Milliseconds from sending a streamed chat completion to its first answer token (content or
+    a tool call, not reasoning), the stream then closed; None when the answer ended, failed or
+    timed out before any. Times with the same clock as ``bench run`` (``perf_counter_ns``)."""
+    request = {"model": probe.model, "temperature": 0, **body, "stream": True}
+    sent = time.perf_counter_ns()
+    try:
+        async with asyncio.timeout(probe.timeout_s):
+            async with probe.http.stream("POST", "/chat/completions", json=request) as response:
+                if response.status_code != 200:
+                    return None
+                async for line in response.aiter_lines():
+                    if _answers(line):
+                        return (time.perf_counter_ns() - sent) / 1e6
+    except (TimeoutError, httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError):
+        return None
+    except httpx.TransportError as exc:
+        raise EndpointUnreachable(f"POST {probe.http.base_url}/chat/completions failed: {exc}") from exc
+    return None
+
+
+def _answers(line: str) -> bool:
+    """Whether one server-sent ``data:`` line carries answer content or a tool call."""
+    if not line.startswith("data:") or line.strip() == "data: [DONE]":
+        return False
+    try:
+        delta = json.loads(line.removeprefix("data:"))["choices"][0]["delta"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
+    return isinstance(delta, dict) and bool(delta.get("content") or delta.get("tool_calls"))

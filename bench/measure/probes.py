@@ -15,15 +15,16 @@ with is not known) is neither passed nor failed.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import ResultFileError, ShapeError
-from bench.measure.codec import from_json, to_json_object
+from bench.measure.codec import OMIT_IF_NONE, from_json, to_json_object
 from bench.measure.results import write_json_atomic
 
 SCHEMA_VERSION = 1
 PROBES_DIR = "probes"
+TTFO_RUNS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,10 @@ class ProbeResult:
     base_url: str
     model: str
     checks: list[CheckResult]
+    # Time to the first answer token, median of TTFO_RUNS streamed requests, with thinking
+    # switched on and off per request (chat_template_kwargs); None when no answer came.
+    ttfo_thinking_on_ms: float | None = field(default=None, metadata=OMIT_IF_NONE)
+    ttfo_thinking_off_ms: float | None = field(default=None, metadata=OMIT_IF_NONE)
 
     @property
     def failed(self) -> list[CheckResult]:

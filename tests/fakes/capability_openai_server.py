@@ -1,7 +1,7 @@
 """PROTOCOL FAKE: an OpenAI-compatible chat server (not an LLM) whose capabilities are scripted,
 for the tests of ``bench probe``.
 
-It answers ``GET /v1/models`` (one model with ``max_model_len``) and non-streamed
+It answers ``GET /v1/models`` (one model with ``max_model_len``) and
 ``POST /v1/chat/completions`` with canned answers, well or badly by ``behaviour``:
 
 - ``tools``: ``json`` (structured ``tool_calls``), ``text`` (the call written into ``content``,
@@ -15,7 +15,10 @@ It answers ``GET /v1/models`` (one model with ``max_model_len``) and non-streame
 - ``thinking_off``: ``answer`` or ``empty`` content;
 - ``over_context`` (a prompt of more words than ``max_model_len``): ``400`` with an error
   body, ``500``, ``200`` (accepted) or ``hang`` (no answer until the fake stops);
-- ``response_format``: ``valid``, ``invalid_json`` or ``wrong_schema``.
+- ``response_format``: ``valid``, ``invalid_json`` or ``wrong_schema``;
+- ``think_s``: with ``stream: true`` and thinking on, the seconds between the reasoning chunk
+  and the first content chunk (a streamed answer is the same message as server-sent events: one
+  chunk of reasoning, if any, then one of content, then ``[DONE]``).
 
 A request without ``Authorization: Bearer <api_key>`` gets 401. Every request body is kept in
 ``requests`` for the tests to inspect. Runs in a thread of the test process.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -40,6 +44,7 @@ GOOD: dict[str, Any] = {
     "thinking_off": "answer",
     "over_context": "400",
     "response_format": "valid",
+    "think_s": 0.0,
 }
 ARGUMENTS = {
     "get_weather": {"city": "Paris"},
@@ -155,13 +160,33 @@ class CapabilityServer:
             def _reply(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 headers = {name.lower(): value for name, value in self.headers.items()}
-                status, document = fake.answer(self.path, headers, self.rfile.read(length))
+                body = self.rfile.read(length)
+                status, document = fake.answer(self.path, headers, body)
+                if status == 200 and self.path == "/v1/chat/completions" and json.loads(body).get("stream"):
+                    self._stream(document["choices"][0]["message"], json.loads(body))
+                    return
                 data = json.dumps(document).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, message: dict[str, Any], request: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                thinking = (request.get("chat_template_kwargs") or {}).get("enable_thinking")
+                for key in ("reasoning", "reasoning_content", "content"):
+                    if message.get(key):
+                        if key == "content" and thinking:
+                            time.sleep(fake.behaviour["think_s"])
+                        chunk = {"choices": [{"index": 0, "delta": {key: message[key]}}]}
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
 
             do_GET = _reply
             do_POST = _reply

@@ -64,19 +64,7 @@ def _deployment(server: Server, folder: Path, engine: str, after: str) -> Path:
 def _probe(deployment: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     """`bench probe --deployment ...` as a user runs it, pinned to core 0; its results folder."""
     results = tmp_path / "results"
-    command = ["taskset", "-c", "0", str(BIN / "bench"), "probe", "--deployment", str(deployment)]
-    command += ["--results-dir", str(results)]
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("BENCH_")}
-    done = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
-        env={**environment, "COLUMNS": "150"},
-    )
-    print(done.stdout, done.stderr, file=sys.stderr)
+    done = _bench("probe", "--deployment", str(deployment), "--results-dir", str(results))
     return done, results
 
 
@@ -105,6 +93,43 @@ def test_vllm_probe_reports_what_the_tiny_base_model_lacks(vllm_server: Server, 
     assert "finish_reason length" in json_check.detail
     assert [check.name for check in probe.unexpected] == ["response_format_json_schema"]
     assert "expected FAIL" in done.stdout
+    assert probe.ttfo_thinking_off_ms is not None  # a base model answers at once, thinking or not
+    assert probe.ttfo_thinking_on_ms is not None
+    # bench compare shows the probed tag against one without a probe, and does not rank it.
+    for tag in ("unprobed", "integration-probe", "unprobed", "integration-probe"):
+        _single(deployment, results, tag)
+    compared = _bench("compare", "unprobed", "integration-probe", "--results-dir", str(results))
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    assert "not ranked: integration-probe: failed probes: tool_call_single" in compared.stdout
+    assert "--include-failing to rank it anyway" in compared.stdout
+    assert not [line for line in compared.stdout.splitlines() if line.strip().startswith(("* ", "- "))]
+    ranked = _bench("compare", "unprobed", "integration-probe", "--results-dir", str(results), "--include-failing")
+    assert "ranked anyway (--include-failing)" in ranked.stdout
+    assert [line for line in ranked.stdout.splitlines() if line.strip().startswith(("* ", "- "))]
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("BENCH_")}
+    command = ["taskset", "-c", "0", str(BIN / "bench"), *args]
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+        env={**environment, "COLUMNS": "150"},
+    )
+    print(done.stdout, done.stderr, file=sys.stderr)
+    return done
+
+
+def _single(deployment: Path, results: Path, tag: str) -> None:
+    done = _bench(
+        "run", "single", "--requests", "6", "--input-tokens", "64", "--output-tokens", "16",
+        "--deployment", str(deployment), "--results-dir", str(results), "--tag", tag,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_llamacpp_probe_fails_only_as_expected(llamacpp_server: Server, tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from bench.measure.probe_expect import (
     context_tokens,
     expectations,
 )
-from bench.measure.probes import CheckResult, ProbeResult, latest_probe, read_probe, write_probe
+from bench.measure.probes import TTFO_RUNS, CheckResult, ProbeResult, latest_probe, read_probe, write_probe
 from tests.fakes.capability_openai_server import CapabilityServer
 
 KEY = "test-key"
@@ -73,7 +73,37 @@ def test_requests_ask_for_what_each_check_tests(fake: CapabilityServer) -> None:
     thinking = [request.get("chat_template_kwargs", {}).get("enable_thinking") for request in fake.requests]
     assert True in thinking
     assert False in thinking
-    assert all(request["stream"] is False and request["temperature"] == 0 for request in fake.requests)
+    assert all(request["temperature"] == 0 for request in fake.requests)
+    streamed = [request for request in fake.requests if request["stream"]]
+    # The checks are not streamed; the time to first answer is, TTFO_RUNS times thinking on, then off.
+    assert [r["chat_template_kwargs"]["enable_thinking"] for r in streamed] == [True] * TTFO_RUNS + [False] * TTFO_RUNS
+
+
+def test_time_to_first_answer_with_thinking_on_and_off(tmp_path: Path) -> None:
+    """Streamed, to the first content token: with thinking on the fake reasons 0.3 s first."""
+    server = CapabilityServer(think_s=0.3)
+    try:
+        result = _probe(server)
+    finally:
+        server.stop()
+    assert result.ttfo_thinking_on_ms is not None
+    assert result.ttfo_thinking_on_ms >= 300
+    assert result.ttfo_thinking_off_ms is not None
+    written = read_probe(write_probe(tmp_path, result))
+    assert (written.ttfo_thinking_on_ms, written.ttfo_thinking_off_ms) == (
+        result.ttfo_thinking_on_ms,
+        result.ttfo_thinking_off_ms,
+    )
+
+
+def test_no_answer_token_is_no_time_to_first_answer() -> None:
+    server = CapabilityServer(thinking_off="empty", reasoning="none")
+    try:
+        result = _probe(server)
+    finally:
+        server.stop()
+    assert result.ttfo_thinking_off_ms is None
+    assert result.ttfo_thinking_on_ms is not None  # thinking on still answers "42"
 
 
 @pytest.mark.parametrize(
