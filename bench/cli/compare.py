@@ -150,11 +150,12 @@ def show_level(console: Console, result: Comparison, level: LevelComparison) -> 
     table.add_column(result.base, justify="right", no_wrap=True)
     table.add_column(result.other, justify="right", no_wrap=True)
     table.add_column("Δ% [95% CI]", justify="right", no_wrap=True)
-    table.add_column("p", justify="right")
+    table.add_column("p Holm", justify="right")
     table.add_column("", no_wrap=True)
     for row in level.rows:
-        p = "-" if row.difference.p_value is None else f"{row.difference.p_value:.3g}"
-        mark = "significant" if row.difference.significant else "n.s."
+        decisive = row.difference.p_adjusted if row.difference.p_adjusted is not None else row.difference.p_value
+        p = "-" if decisive is None else f"{decisive:.3g}"
+        mark = "sig." if row.difference.significant else "n.s."
         table.add_row(
             f"{row.metric.short} {row.metric.unit}",
             _figure(row.base, row.metric.unit),

@@ -6,9 +6,10 @@ Two designs, chosen by how many runs each side has:
 - **Between runs** (both sides have 2 runs or more): one value per run (that run's median, or
   its aggregate throughput), because requests inside one run share the server's state and are not
   independent samples. Each side: mean with a Student-t 95% interval and the coefficient of
-  variation (CV). The difference: with 4 runs a side or more, a seeded bootstrap over runs
-  (B = 1000) for the interval of Δ% and a two-sided Mann-Whitney U test; with 2 or 3 runs a side
-  (Mann-Whitney cannot reach p < 0.05 below 4 a side), Welch's t interval and test.
+  variation (CV). The difference: with 6 runs a side or more, a seeded bootstrap over runs
+  (B = 1000) for the interval of Δ% and a two-sided Mann-Whitney U test; with 2 to 5 runs a side,
+  Welch's t interval and test (Mann-Whitney's smallest p with 5 a side, 2/252, cannot pass the
+  Holm adjustment over a level's eight metrics: 8 x 0.0079 > 0.05).
 - **Within one run** (a side has a single run): the requests' own values, a seeded bootstrap of
   the difference of the statistic (median or p90) and, for the median, Mann-Whitney U. The
   verdict then rests on one run, and says so.
@@ -32,7 +33,9 @@ from bench.measure.ranks import mann_whitney_p
 
 ALPHA = 0.05
 RESAMPLES = 1000
-MIN_RUNS_FOR_RANK_TEST = 4  # Mann-Whitney's smallest two-sided p with 3 a side is 0.1
+# Mann-Whitney's smallest two-sided p is 2 / C(2n, n): 0.0022 with 6 runs a side, which survives
+# the Holm adjustment over eight metrics (0.017); with 5 a side (0.0079) nothing could.
+MIN_RUNS_FOR_RANK_TEST = 6
 
 Design = Literal["between runs", "within one run"]
 

@@ -19,7 +19,7 @@ from tests.helpers import BIN, REPO
 from tests.integration.test_real_engines import KEY, Server, start_llamacpp
 
 pytestmark = pytest.mark.integration
-RUNS = 3
+RUNS = 4
 
 
 def _bench(*args: str) -> str:
@@ -37,7 +37,7 @@ def _bench(*args: str) -> str:
 
 def _sweep(server: Server, results: Path, tag: str) -> None:
     _bench(
-        "run", "sweep", "--concurrency", "2", "--requests", "12", "--input-tokens", "64", "--output-tokens", "16",
+        "run", "sweep", "--concurrency", "2", "--requests", "16", "--input-tokens", "64", "--output-tokens", "16",
         "--base-url", server.base_url, "--api-key", KEY, "--tag", tag, "--results-dir", str(results),
     )  # fmt: skip
 

@@ -56,8 +56,8 @@ def test_mann_whitney_with_ties_gives_scipys_p_values() -> None:
 
 def test_a_real_difference_between_runs_is_significant() -> None:
     rng = np.random.default_rng(1)
-    a = rng.normal(50.0, 1.0, 5).tolist()
-    b = rng.normal(100.0, 2.0, 5).tolist()
+    a = rng.normal(50.0, 1.0, 6).tolist()
+    b = rng.normal(100.0, 2.0, 6).tolist()
     difference = stats.between_runs(a, b, seed=3)
     assert difference.significant
     assert difference.test == "Mann-Whitney U"
@@ -65,6 +65,11 @@ def test_a_real_difference_between_runs_is_significant() -> None:
     assert difference.low_pct is not None
     assert difference.high_pct is not None
     assert 90 < difference.low_pct < difference.delta_pct < difference.high_pct < 110
+    # Six runs a side is the fewest with which the rank test survives Holm over a level's 8 metrics.
+    assert all(d.significant for d in stats.holm([difference] * 8))
+    five = stats.between_runs(a[:5], b[:5], seed=3)
+    assert five.test == "Welch t"
+    assert all(d.significant for d in stats.holm([five] * 8))
 
 
 def test_two_or_three_runs_a_side_use_welch() -> None:
@@ -121,7 +126,7 @@ def test_false_positive_rate_between_runs() -> None:
     """Many A/A comparisons of 4 and of 10 runs a side drawn from one distribution: the share
     called significant stays within the tolerance of ALPHA (the CV rule makes it lower)."""
     rng = np.random.default_rng(42)
-    for runs in (2, 4, 10):
+    for runs in (2, 4, 6, 10):
         called, rank_test = [], []
         for i in range(SIMULATIONS):
             a = rng.normal(50.0, 2.0, runs).tolist()
