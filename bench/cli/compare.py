@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,13 +83,15 @@ def command(args: argparse.Namespace, console: Console) -> int:
             result = compare.compare(stored[base], stored[other], gates, include_untrusted=args.include_untrusted)
             show_comparison(console, result, gates)
     else:
-        preset, steps = history.history(
+        preset, steps, skipped = history.history(
             args.results_dir,
             args.preset,
             lambda tag: probe_gate(args.results_dir, tag, args.include_failing),
             include_untrusted=args.include_untrusted,
         )
         show_history(console, preset, steps)
+        for line in skipped:
+            console.print(f"left out: {line}", soft_wrap=True)
     return 0
 
 
@@ -96,7 +99,10 @@ def show_tags(console: Console, results_dir: Path) -> None:
     """One row per tag, then the facts whose values differ between tags."""
     from bench.measure import store  # noqa: PLC0415 - see TYPE_CHECKING above
 
-    infos = [store.tag_info(tag, store.runs(results_dir, tag)) for tag in store.tags(results_dir)]
+    by_tag, skipped = store.readable(results_dir)
+    for line in skipped:
+        console.print(f"left out: {line}", soft_wrap=True)
+    infos = [store.tag_info(tag, stored) for tag, stored in by_tag.items()]
     if not infos:
         console.print(f"no results under {results_dir}")
         return
@@ -137,6 +143,8 @@ def _figure(estimate: stats.Estimate, unit: str) -> str:
 
 
 def _delta(difference: stats.Difference) -> str:
+    if not math.isfinite(difference.delta_pct):
+        return "-"
     text = f"{difference.delta_pct:+.1f}%"
     if difference.low_pct is not None and difference.high_pct is not None:
         text += f" [{difference.low_pct:+.1f}, {difference.high_pct:+.1f}]"
@@ -202,6 +210,8 @@ def show_history(console: Console, preset: str, steps: list[history.Step]) -> No
     for step in steps:
         if step.previous is None:
             against = "-"
+        elif not step.compared:
+            against = "not compared: no level both ran"
         elif step.not_ranked_because:
             against = "not ranked"
         elif step.regressions:

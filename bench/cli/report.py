@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.cli.target import add_results_dir
+from bench.errors import ConfigError
 
 if TYPE_CHECKING:  # matplotlib, numpy and scipy load only when a report is made
     from bench.measure.report_data import Card
@@ -91,7 +92,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
         )
         series.append(report_data.series(tag, kept))
     if not cards:
-        return 0
+        raise ConfigError(
+            "TAG: every run of these tags was left out (untrusted or partial); --include-untrusted to use them"
+        )
     out = args.out or Path("reports") / "+".join(args.tags)
     written = report_page.write(
         out,

@@ -37,6 +37,7 @@ class Step:
     regressions: list[Regression]
     improvements: int
     not_ranked_because: str | None
+    compared: bool = True  # False when no level of its usable runs matched the previous tag's
 
 
 def presets(by_tag: dict[str, list[StoredRun]]) -> list[str]:
@@ -75,9 +76,10 @@ def _changes(result: compare.Comparison) -> tuple[list[Regression], int]:
 
 def history(
     results_dir: Path, preset: str | None, gate: Callable[[str], compare.Gate], *, include_untrusted: bool = False
-) -> tuple[str, list[Step]]:
-    """The preset's tags oldest first (by their first run of it), each compared with the one before."""
-    by_tag = {tag: store.runs(results_dir, tag) for tag in store.tags(results_dir)}
+) -> tuple[str, list[Step], list[str]]:
+    """The preset's tags oldest first (by their first run of it), each compared with the one
+    before; and the folders left out because they hold other files than results."""
+    by_tag, skipped = store.readable(results_dir)
     known = presets(by_tag)
     if preset is None:
         if len(known) != 1:
@@ -94,12 +96,15 @@ def history(
         regressions: list[Regression] = []
         improvements = 0
         not_ranked = None
+        compared = True
         if previous is not None:
             result = compare.compare(
                 chosen[previous], stored, (gate(previous), gate(tag)), include_untrusted=include_untrusted
             )
             not_ranked = result.not_ranked_because
-            regressions, improvements = _changes(result)
+            compared = bool(result.levels)
+            if not_ranked is None:  # a tag that is not ranked has no regressions to flag
+                regressions, improvements = _changes(result)
         decode, ttft = _headline(stored)
         steps.append(
             Step(
@@ -113,7 +118,9 @@ def history(
                 regressions,
                 improvements,
                 not_ranked,
+                compared,
             )
         )
-        previous = tag
-    return preset, steps
+        if compare.usable(stored, include_untrusted)[0]:  # a tag without usable runs is no baseline
+            previous = tag
+    return preset, steps, skipped

@@ -90,8 +90,8 @@ SPECS: list[tuple[str, str, tuple[str, str], str, Callable[[Axes, list[TagSeries
     ),
     (
         "itl",
-        "Inter-token latency, every token",
-        ("ms per token", "share of tokens at or under"),
+        "Inter-token latency, every gap between tokens",
+        ("ms per token", "share of gaps at or under"),
         "no tokens",
         lambda axes, tags: _ecdf(axes, [(t.tag, t.itl_ms) for t in tags]),
     ),
@@ -104,7 +104,7 @@ SPECS: list[tuple[str, str, tuple[str, str], str, Callable[[Axes, list[TagSeries
     ),
     (
         "kv_usage",
-        "KV pool usage over the newest run",
+        "KV pool usage over the newest run, its levels end to end",
         ("seconds", "KV pool used, percent"),
         "the server reported no KV usage (vLLM does; llama.cpp and Ollama do not)",
         lambda axes, tags: _lines(axes, [(t.tag, t.kv_usage) for t in tags], marker=""),

@@ -34,9 +34,9 @@ class TagSeries:
     tag: str
     throughput: list[Point]  # concurrency -> aggregate output tok/s (sweep levels)
     ttft_ms: list[float]  # every measured request of every level
-    itl_ms: list[float]  # every inter-token gap, per token
+    itl_ms: list[float]  # every inter-token gap (ms per token of the chunk that ended it), one per gap
     ttft_by_context: list[Point]  # prompt tokens -> TTFT p50 (one-stream levels)
-    kv_usage: list[Point]  # seconds into the newest run that scraped it -> KV pool usage, percent
+    kv_usage: list[Point]  # the newest run that scraped it, its levels end to end: seconds -> percent used
     spec_acceptance: float | None  # accepted draft tokens over proposed ones, over every level
 
 

@@ -121,7 +121,7 @@ def _decide(
     if adjusted is not None:
         said += f", Holm-adjusted {adjusted:.3g}"
     made = (delta, low, high, test, p, noise_pct, adjusted)
-    if decisive is None or low is None or high is None:
+    if decisive is None or low is None or high is None or not _finite([delta, low, high, decisive]):
         return Difference(*made, False, "no test is possible with these samples")
     if decisive >= ALPHA:
         return Difference(*made, False, f"{said} >= {ALPHA:g}")
@@ -136,7 +136,9 @@ def holm(differences: Sequence[Difference]) -> list[Difference]:
     """The same differences decided on Holm-adjusted p-values: the metrics of one level are one
     family, so that the chance of calling any of them significant when none differs stays under
     ``ALPHA``. A difference without a test is left as it is."""
-    tested = sorted((d.p_value, i) for i, d in enumerate(differences) if d.p_value is not None)
+    tested = sorted(
+        (d.p_value, i) for i, d in enumerate(differences) if d.p_value is not None and math.isfinite(d.p_value)
+    )
     adjusted: dict[int, float] = {}
     running = 0.0
     for rank, (p, i) in enumerate(tested):
@@ -154,9 +156,21 @@ def _interval(difference: Difference) -> tuple[float, float] | None:
     return difference.low_pct, difference.high_pct
 
 
+def _untestable(why: str) -> Difference:
+    return Difference(math.nan, None, None, "none", None, None, None, False, why)
+
+
+def _finite(*values: Sequence[float]) -> bool:
+    return all(math.isfinite(value) for side in values for value in side)
+
+
 def between_runs(a: Sequence[float], b: Sequence[float], seed: int) -> Difference:
     """Δ% of the means of two sides' run values (each at least 2)."""
+    if not _finite(a, b):
+        return _untestable("a run value is not a number")
     mean_a, mean_b = float(np.mean(a)), float(np.mean(b))
+    if mean_a <= 0 or mean_b <= 0:
+        return _untestable("a side's figure is 0: no ratio to test")
     delta = (mean_b / mean_a - 1) * 100
     cvs = [float(np.std(side, ddof=1) / np.mean(side)) * 100 for side in (a, b)]
     if min(len(a), len(b)) >= MIN_RUNS_FOR_RANK_TEST:
@@ -181,6 +195,10 @@ def between_runs(a: Sequence[float], b: Sequence[float], seed: int) -> Differenc
 def within_run(a: Sequence[float], b: Sequence[float], fraction: float, seed: int) -> Difference:
     """Δ% of a quantile of two sides' request values; Mann-Whitney U tests the median, the
     bootstrap interval alone decides another quantile."""
+    if not _finite(a, b):
+        return _untestable("a request value is not a number")
+    if float(np.quantile(a, fraction)) <= 0 or float(np.quantile(b, fraction)) <= 0:
+        return _untestable("a side's figure is 0: no ratio to test")
     if len(a) < 2 or len(b) < 2:
         center = (float(np.quantile(b, fraction)) / float(np.quantile(a, fraction)) - 1) * 100
         return _decide(center, None, "none", None, None)

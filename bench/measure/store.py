@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import ConfigError
+from bench.errors import ConfigError, ResultFileError
 from bench.measure import results
 from bench.measure.codec import JsonValue
 from bench.measure.results import RunResult
@@ -56,6 +56,19 @@ def tags(results_dir: Path) -> list[str]:
     if not results_dir.is_dir():
         return []
     return sorted(entry.name for entry in results_dir.iterdir() if entry.is_dir() and any(entry.glob("*.json")))
+
+
+def readable(results_dir: Path) -> tuple[dict[str, list[StoredRun]], list[str]]:
+    """Every tag's runs, and each folder left out because a file in it is not a result file
+    (a folder of other JSON beside the tags), with why."""
+    found: dict[str, list[StoredRun]] = {}
+    skipped: list[str] = []
+    for tag in tags(results_dir):
+        try:
+            found[tag] = runs(results_dir, tag)
+        except ResultFileError as exc:
+            skipped.append(f"{tag}: {exc}")
+    return found, skipped
 
 
 def runs(results_dir: Path, tag: str) -> list[StoredRun]:
@@ -117,8 +130,8 @@ def configuration(run: RunResult) -> dict[str, str]:
 
 
 def tag_configuration(stored: list[StoredRun]) -> dict[str, str]:
-    """A tag's facts: those of its newest run, with a fact its runs disagree on shown as
-    "a | b" (a tag's runs should all have measured one configuration)."""
+    """A tag's facts over all its runs; a fact its runs disagree on is shown as "a | b", oldest
+    value first (a tag's runs should all have measured one configuration)."""
     seen: dict[str, list[str]] = {}
     for run in stored:
         for key, value in configuration(run.result).items():

@@ -144,8 +144,9 @@ def test_history_flags_a_regression_against_the_previous_tag(tmp_path: Path) -> 
     _file(tmp_path, "v2", FAST, range(4, 7), 2, deployment=AUTO)
     _file(tmp_path, "v3", SLOW, range(7, 10), 3, deployment=FP8)
     _file(tmp_path, "other-model", SLOW, range(10, 12), 4, deployment=deployment("gemma3-270m"))
-    preset, steps = history.history(tmp_path, "qwen3.8-27b-w4a16", lambda tag: Gate(tag, None))
+    preset, steps, skipped = history.history(tmp_path, "qwen3.8-27b-w4a16", lambda tag: Gate(tag, None))
     assert preset == "qwen3.8-27b-w4a16"
+    assert skipped == []
     assert [step.tag for step in steps] == ["v1", "v2", "v3"]
     assert steps[0].previous is None
     assert steps[1].previous == "v1"
@@ -164,3 +165,38 @@ def test_history_needs_a_preset_when_there_are_several(tmp_path: Path) -> None:
         history.history(tmp_path, None, lambda tag: Gate(tag, None))
     with pytest.raises(ConfigError, match=r"PRESET 'x': no runs of it"):
         history.history(tmp_path, "x", lambda tag: Gate(tag, None))
+
+
+def test_history_compares_past_a_tag_without_usable_runs(tmp_path: Path) -> None:
+    _file(tmp_path, "v1", FAST, range(1, 3), 1, deployment=AUTO)
+    _file(tmp_path, "v2", FAST, range(3, 5), 2, deployment=AUTO, trusted=False)
+    _file(tmp_path, "v3", SLOW, range(5, 7), 3, deployment=AUTO)
+    _, steps, _ = history.history(tmp_path, None, lambda tag: Gate(tag, None))
+    assert [(step.tag, step.previous, step.compared) for step in steps] == [
+        ("v1", None, True),
+        ("v2", "v1", False),
+        ("v3", "v1", True),
+    ]
+    assert steps[2].regressions
+
+
+def test_a_folder_of_other_files_is_left_out_of_tags_and_history(tmp_path: Path) -> None:
+    _file(tmp_path, "v1", FAST, range(1, 2), 1, deployment=AUTO)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "x.json").write_text("{}")
+    found, skipped = store.readable(tmp_path)
+    assert list(found) == ["v1"]
+    assert len(skipped) == 1
+    assert skipped[0].startswith("notes: ")
+    _, steps, left = history.history(tmp_path, None, lambda tag: Gate(tag, None))
+    assert [step.tag for step in steps] == ["v1"]
+    assert left == skipped
+
+
+def test_a_tag_not_ranked_has_no_regressions(tmp_path: Path) -> None:
+    _file(tmp_path, "v1", FAST, range(1, 3), 1, deployment=AUTO)
+    _file(tmp_path, "v2", SLOW, range(3, 5), 2, deployment=AUTO)
+    gates = {"v1": Gate("v1", None), "v2": Gate("v2", "failed probes: x", "failed probes: x")}
+    _, steps, _ = history.history(tmp_path, None, gates.__getitem__)
+    assert steps[1].not_ranked_because == "v2: failed probes: x"
+    assert steps[1].regressions == []

@@ -11,7 +11,7 @@ import pytest
 
 from bench.cli import main
 from bench.measure import capacity_results, report_data, store
-from tests.synthetic_runs import report_results
+from tests.synthetic_runs import Shape, file_run, make_run, report_results
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +113,12 @@ def test_the_capacity_line_comes_from_the_latest_capacity_search() -> None:
         "one stream up to at least 65,408 prompt tokens (the cap passed)"
     )
     assert report_data.capacity_text(None) == "not measured (bench capacity)"
+
+
+def test_a_report_with_every_run_left_out_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    file_run(tmp_path, make_run("shaky", [Shape(100.0, 20.0, requests=12)], 1, trusted=False))
+    assert main(["report", "shaky", "--results-dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert "left out: shaky/" in captured.out
+    assert "--include-untrusted to use them" in captured.err
+    assert not (tmp_path / "out").exists()

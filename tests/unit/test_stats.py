@@ -123,7 +123,7 @@ def _rate(decisions: list[bool]) -> float:
 
 
 def test_false_positive_rate_between_runs() -> None:
-    """Many A/A comparisons of 4 and of 10 runs a side drawn from one distribution: the share
+    """Many A/A comparisons of 2, 4, 6 and 10 runs a side drawn from one distribution: the share
     called significant stays within the tolerance of ALPHA (the CV rule makes it lower)."""
     rng = np.random.default_rng(42)
     for runs in (2, 4, 6, 10):
@@ -196,3 +196,16 @@ def test_family_wise_false_positive_rate_over_a_levels_metrics() -> None:
         ]
         any_called.append(any(d.significant for d in stats.holm(family)))
     assert _rate(any_called) <= stats.ALPHA + TOLERANCE, _rate(any_called)
+
+
+def test_a_zero_or_missing_figure_is_not_tested() -> None:
+    """A level whose window held no token has an aggregate of 0: no ratio, no verdict, no crash."""
+    for difference in (
+        stats.between_runs([0.0, 0.0], [1.0, 2.0], seed=0),
+        stats.within_run([0.0, 0.0, 0.0], [1.0, 2.0, 3.0], 0.5, seed=0),
+        stats.between_runs([1.0, math.nan], [2.0, 3.0], seed=0),
+    ):
+        assert not difference.significant
+        assert difference.p_value is None
+        assert difference.why in ("a side's figure is 0: no ratio to test", "a run value is not a number")
+    assert stats.holm([stats.between_runs([0.0, 0.0], [1.0, 2.0], seed=0), _tested(0.01)])[1].significant
