@@ -21,10 +21,11 @@ if TYPE_CHECKING:  # the statistics load numpy and scipy: only the commands that
 COMPARE_HELP = """\
 Each later tag is compared with the first. For every level both tags ran (same workload, level,
 prompt and output length), every headline metric gets each side's figure with a 95% interval,
-the difference in percent with its interval, a test, and a verdict in words. With 2 runs or more
-on both sides the test uses one value per run (requests inside a run are not independent); with
-one run a side the verdict says it rests on one run. Untrusted or partial runs are left out, and a
-tag whose latest `bench probe` failed is shown but not ranked, unless asked for.
+the difference in percent with its interval, a test (its p Holm-adjusted over the level's
+metrics), and a verdict in words. With 2 runs or more on both sides the test uses one value per
+run (requests inside a run are not independent): Welch t up to 5 runs a side, Mann-Whitney U from
+6; with one run a side the verdict says it rests on one run. Untrusted or partial runs are left
+out, and a tag whose latest `bench probe` failed is shown but not ranked, unless asked for.
 """
 
 
