@@ -22,6 +22,7 @@ from bench.measure.results import (
     WeightedSummary,
 )
 from bench.measure.server import Counters, server_report
+from bench.measure.window import Window, closed_loop_window, open_loop_window, tokens_in_window
 
 LENGTH_TOLERANCE = 0.05  # an output off by more than this fraction, or by 50 tokens, is flagged (inputs: the fraction)
 
@@ -32,12 +33,14 @@ _summary = metrics.summarize
 def _weighted(samples: list[tuple[float, float]], weighting: Literal["token", "chunk"]) -> WeightedSummary | None:
     if not samples:
         return None
+    fractions = (0.5, 0.9, 0.99) if len(samples) >= 100 else (0.5, 0.9)
+    p50, p90, *p99 = metrics.weighted_percentiles(samples, fractions)
     return WeightedSummary(
         n=len(samples),
         weighting=weighting,
-        p50=metrics.weighted_percentile(samples, 0.5),
-        p90=metrics.weighted_percentile(samples, 0.9),
-        p99=metrics.weighted_percentile(samples, 0.99) if len(samples) >= 100 else None,
+        p50=p50,
+        p90=p90,
+        p99=p99[0] if p99 else None,
         max=max(value for value, _ in samples),
     )
 
@@ -93,15 +96,15 @@ def _trust(level: LevelRun, measured: list[RequestMetrics], input_target: int) -
 
 def _measured(
     records: list[RequestRecord], in_flight: int, rate: float | None
-) -> tuple[int, metrics.Window | None, list[RequestMetrics], list[RequestMetrics]]:
+) -> tuple[int, Window | None, list[RequestMetrics], list[RequestMetrics]]:
     """The warm-up count, the steady-state window, every request's metrics and those of the
     measured requests (inside the window; after the warm-up when there is no window)."""
     if rate is None:
         warmup = warmup_count(len(records), in_flight)
-        window = metrics.closed_loop_window(records, in_flight, warmup)
+        window = closed_loop_window(records, in_flight, warmup)
     else:
         warmup = min(math.ceil(0.1 * len(records)), len(records) // 2)
-        window = metrics.open_loop_window(records, warmup)
+        window = open_loop_window(records, warmup)
     per_request = [m for m in map(metrics.request_metrics, records) if m is not None]
     if window is not None:
         measured = [m for m in per_request if window.start_ns <= m.t_disp_ns <= window.end_ns]
@@ -131,7 +134,7 @@ def level_summary(level: LevelRun) -> LevelResult:
     ok = [record for record in records if record.error is None]
     errors = Counter(record.error for record in records if record.error is not None)
     wall = (max(r.t_end_ns for r in records) - min(r.t_disp_ns for r in records)) / 1e9 if records else 0.0
-    in_window = metrics.tokens_in_window(records, window) if window is not None else None
+    in_window = tokens_in_window(records, window) if window is not None else None
 
     def values(name: str) -> list[float]:
         return [float(getattr(m, name)) for m in measured if getattr(m, name) is not None]

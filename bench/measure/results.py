@@ -22,9 +22,11 @@ import json
 import os
 import tempfile
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+import orjson
 
 from bench.errors import ResultFileError, ShapeError
 from bench.measure.codec import OMIT_IF_NONE, JsonObject, from_json, to_json_object
@@ -191,8 +193,10 @@ class RunResult:
 
 def encode_events(records: list[RequestRecord]) -> str:
     """Every request with its raw events, as base64 of gzip-compressed JSON lines."""
-    lines = "\n".join(json.dumps(asdict(record), separators=(",", ":")) for record in records)
-    return base64.b64encode(gzip.compress(lines.encode(), mtime=0)).decode()
+    # orjson writes a dataclass as the object of its fields, as json.dumps(asdict(...)) would, at a
+    # small fraction of the cost (a run of 32 streams keeps hundreds of thousands of events).
+    lines = b"\n".join(map(orjson.dumps, records))
+    return base64.b64encode(gzip.compress(lines, mtime=0)).decode()
 
 
 def decode_events(blob: str) -> list[JsonObject]:

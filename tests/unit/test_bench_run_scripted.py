@@ -33,6 +33,7 @@ from bench.measure.benchmark import Progress, RunOptions, execute
 from bench.measure.config import Target
 from bench.measure.metrics import Event, RequestRecord
 from bench.measure.prompts import Calibration, PromptFactory
+from bench.measure.window import closed_loop_window
 from tests.helpers import GROUP_VARS, REPO
 from tests.result_files import load_result
 from tests.scripted import KEY, Scripted
@@ -181,7 +182,7 @@ def test_metrics_match_the_ground_truth(isolated: Scripted, tmp_path: Path, conc
     total = max(requests, 4 * concurrency)
     assert level["requests"]["successful"] == total
     records = _records(document)
-    window = metrics.closed_loop_window(records, concurrency, levels.warmup_count(total, concurrency))
+    window = closed_loop_window(records, concurrency, levels.warmup_count(total, concurrency))
     assert window is not None
     measured = [r for r in records if window.start_ns <= r.t_disp_ns <= window.end_ns]
     assert level["requests"]["measured"] == len(measured)

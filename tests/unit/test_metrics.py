@@ -18,17 +18,14 @@ from bench.measure.metrics import (
     RequestMetrics,
     RequestRecord,
     Summary,
-    Window,
     bootstrap_ci,
-    closed_loop_window,
-    open_loop_window,
     percentile,
     request_metrics,
     summarize,
     token_events,
-    tokens_in_window,
     weighted_percentile,
 )
+from bench.measure.window import Window, closed_loop_window, open_loop_window, tokens_in_window
 
 T0 = 7_000_000_123_457  # an arbitrary perf_counter_ns reading: only differences matter
 
