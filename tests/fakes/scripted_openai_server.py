@@ -6,6 +6,10 @@ scenario, so the harness's metrics can be checked against ground truth:
 
 - the first token event leaves ``ttft_ms`` after the request arrived, then one event every
   ``itl_ms``; each event carries ``tokens_per_event`` tokens (one word per token);
+  ``burst_events`` writes that many events at once (at the first one's time), as a batching
+  server does, so that with ``itl_ms`` 0 the server outpaces any client and a client's CPU per
+  event is its own work, not the wake-ups of waiting for each event (the failure modes below
+  assume one event per write);
 - ``reasoning_tokens`` come first as ``delta.reasoning`` (or ``delta.reasoning_content`` with
   ``reasoning_field``), then ``content_tokens`` as ``delta.content``;
 - a role-only event is sent at once (``ttfr`` is ~0), and the final usage chunk last;
@@ -14,7 +18,9 @@ scenario, so the harness's metrics can be checked against ground truth:
   names the maximum context length is what vLLM sends on a context overflow),
   ``truncate_after`` (close the connection after N events, no ``[DONE]``), ``malformed_after``
   (send invalid JSON after N events), ``die_after`` (the whole server exits after sending N
-  events, as a killed server does: the stream breaks and later connections are refused);
+  events, as a killed server does: the stream breaks and later connections are refused),
+  ``close_after_stream`` (close the connection after each whole streamed answer without saying
+  so, as llama.cpp does: the client's next request on it finds it closed);
 - load: each gap between events grows by ``itl_ms_per_other_stream`` for every other answer
   streaming at that moment and by ``itl_ms_per_prompt_token`` per prompt token, so per-stream
   decode speed falls with concurrency and context in a known way; with ``slots`` at most that
@@ -56,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "ttft_ms": 100.0,
     "itl_ms": 10.0,
     "tokens_per_event": 1,
+    "burst_events": 1,
     "reasoning_tokens": 0,
     "content_tokens": 32,
     "reasoning_field": "reasoning",
@@ -76,6 +83,7 @@ DEFAULTS: dict[str, Any] = {
     "truncate_after": None,
     "malformed_after": None,
     "die_after": None,
+    "close_after_stream": False,
     "requests": {},
 }
 
@@ -106,6 +114,11 @@ def _respond(writer: asyncio.StreamWriter, status: int, body: bytes, content_typ
     )
 
 
+def _max_tokens(request: dict[str, Any], default: int) -> int:
+    """The answer's cap: ``max_tokens``, or OpenAI's newer ``max_completion_tokens`` (AIPerf sends that)."""
+    return int(request.get("max_tokens") or request.get("max_completion_tokens") or default)
+
+
 def _piece(data: bytes) -> bytes:
     """One piece of a chunked transfer encoding."""
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
@@ -127,7 +140,7 @@ async def _stream(
     writer: asyncio.StreamWriter, scenario: dict[str, Any], arrived_ns: int, request: dict[str, Any]
 ) -> bool:
     """Stream one scripted answer; False when the connection was dropped on purpose."""
-    max_tokens = int(request.get("max_tokens") or 1 << 30)
+    max_tokens = _max_tokens(request, 1 << 30)
     prompt_tokens = _prompt_tokens(request, scenario)
     if scenario["stagger_slots"]:
         arrived_ns += round((next(STREAMS) % int(scenario["stagger_slots"])) * float(scenario["stagger_step_ms"]) * 1e6)
@@ -161,15 +174,17 @@ async def _events(
     """The token events of one answer, the first at ``times[0]``; False when dropped on purpose."""
     target_ns, arrived_ns = times
     total, prompt_tokens, content = counts
-    max_tokens = int(request.get("max_tokens") or 1 << 30)
+    max_tokens = _max_tokens(request, 1 << 30)
     base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": scenario["model"]}
     per_event = scenario["tokens_per_event"]
     sent, event, log = 0, 0, []
+    burst: list[bytes] = []  # events written together (``burst_events``), sent at the first one's time
     while sent < total:
         if event:
             load = scenario["itl_ms_per_other_stream"] * (ACTIVE[0] - 1)
             target_ns += int((scenario["itl_ms"] + load + scenario["itl_ms_per_prompt_token"] * prompt_tokens) * 1e6)
-        await asyncio.sleep(max(0.0, (target_ns - time.perf_counter_ns()) / 1e9))
+        if not burst:
+            await asyncio.sleep(max(0.0, (target_ns - time.perf_counter_ns()) / 1e9))
         if scenario["die_after"] is not None and event >= scenario["die_after"]:
             os._exit(1)  # a killed server: no goodbye, the socket closes with the process
         if scenario["truncate_after"] is not None and event >= scenario["truncate_after"]:
@@ -196,9 +211,12 @@ async def _events(
         # it could fall after the client's own (the client would seem to receive before the send).
         chunk = _piece(_chunk(payload))
         log.append((time.perf_counter_ns(), count, count > reasoning))
-        writer.write(chunk)
-        await writer.drain()
+        burst.append(chunk)
         event += 1
+        if len(burst) >= scenario["burst_events"] or sent >= total:
+            writer.write(b"".join(burst))
+            burst.clear()
+            await writer.drain()
     finish = "length" if sent >= max_tokens else "stop"
     writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})))
     usage = {
@@ -270,13 +288,14 @@ async def _answer(
         )
     elif method == "POST" and path == "/v1/chat/completions":
         request = json.loads(body)
-        if scenario["status"] != 200 and int(request.get("max_tokens") or 0) > scenario["status_above_max_tokens"]:
+        if scenario["status"] != 200 and _max_tokens(request, 0) > scenario["status_above_max_tokens"]:
             _respond(writer, scenario["status"], json.dumps({"error": {"message": scenario["error_message"]}}).encode())
         elif request.get("model") != scenario["model"]:
             message = f"The model `{request.get('model')}` does not exist."
             _respond(writer, 404, json.dumps({"error": {"message": message}}).encode())
         else:
-            return await _stream(writer, scenario, arrived_ns, request)
+            kept = await _stream(writer, scenario, arrived_ns, request)
+            return kept and not scenario["close_after_stream"]
     else:
         _respond(writer, 404, b"{}")
     await writer.drain()
@@ -292,7 +311,7 @@ async def _handle(scenario: dict[str, Any], reader: asyncio.StreamReader, writer
             break
         arrived_ns = time.perf_counter_ns()
         if not await _answer(scenario, (method, path), headers, body, arrived_ns=arrived_ns, writer=writer):
-            return
+            break
     writer.close()
 
 
