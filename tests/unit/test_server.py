@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import httpx
 import pytest
 
 from bench.measure import server
@@ -85,3 +88,28 @@ def test_gauge_statistics() -> None:
     stats = server.gauge_stats([server.parse(BEFORE), server.parse(BEFORE.replace("} 0.25", "} 0.75"))])
     assert stats.kv_cache_usage == server.GaugeStats(mean=0.5, max=0.75, n=2.0)
     assert stats.requests_waiting is None
+
+
+def test_the_scrapes_during_a_run_keep_just_the_gauges() -> None:
+    """``gauges_only`` (the once-a-second scrapes) gives the gauges exactly as the whole parse does,
+    with and without labels, and nothing else: no counters, no buckets, no longer names."""
+    text = BEFORE + "llamacpp:requests_processing 2\nvllm:num_requests_running_extra 7\n"
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=text)
+
+    async def both() -> tuple[server.Scrape | None, server.Scrape | None]:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
+            url = "http://metrics.invalid/metrics"
+            return await server.scrape(http, url), await server.scrape(http, url, gauges_only=True)
+
+    whole, gauges = asyncio.run(both())
+    assert whole is not None
+    assert gauges is not None
+    assert gauges.values == {
+        "vllm:kv_cache_usage_perc": 0.25,
+        "llamacpp:requests_processing": 2.0,
+    }
+    assert all(whole.values[name] == value for name, value in gauges.values.items())
+    assert gauges.buckets == {}
+    assert gauges.cache_config == {}
