@@ -174,17 +174,20 @@ class ChatClient:
         t_disp = time.perf_counter_ns()
         try:
             async with asyncio.timeout(self.endpoint.request_timeout_s):
-                try:
-                    response = await session.post(url, data=payload, headers=_JSON)
-                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
-                    if not self._answered:
-                        raise
-                    log.debug("request %s: the kept-alive connection was closed, sending it again", index)
-                    # A kept-alive connection the server had closed (llama.cpp closes each one
-                    # after a streamed answer): no byte of an answer came, so send it again on
-                    # a fresh connection, once, and time it from there.
-                    t_disp = time.perf_counter_ns()
-                    response = await session.post(url, data=payload, headers=_JSON)
+                response = None
+                for stale in range(self._max_connections + 1):
+                    try:
+                        response = await session.post(url, data=payload, headers=_JSON)
+                        break
+                    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                        if not self._answered or stale == self._max_connections:
+                            raise
+                        # A kept-alive connection the server had closed (llama.cpp closes each one
+                        # after a streamed answer): no byte of an answer came, so send it again, on
+                        # the next pooled connection or a fresh one, and time it from there.
+                        log.debug("request %s: the kept-alive connection was closed, sending it again", index)
+                        t_disp = time.perf_counter_ns()
+                assert response is not None
                 async with response:
                     self._answered += 1
                     if response.status != 200:
