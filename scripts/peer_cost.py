@@ -14,6 +14,7 @@ The tokens are the server's count: the scripted server's send log, llama.cpp's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -21,7 +22,7 @@ import statistics
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,13 +68,18 @@ class CpuMeter:
             _check(subprocess.run(pinned, capture_output=True, text=True, check=False, **kwargs), command)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        with self._group(pinned) as (group, wrapped):
+            _check(subprocess.run(wrapped, capture_output=True, text=True, check=False, **kwargs), command)
+            return self._usage(group)
+
+    @contextlib.contextmanager
+    def _group(self, pinned: list[str]) -> Iterator[tuple[Path, list[str]]]:
+        """A fresh cgroup, and ``pinned`` wrapped to run inside it; the group is removed after."""
         group = self.root / f"llmrig-cost-{self.name}-{os.getpid()}"
         group.mkdir()
         try:
             # The shell joins the group, then becomes the tool: nothing of it runs outside.
-            wrapped = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *pinned]
-            _check(subprocess.run(wrapped, capture_output=True, text=True, check=False, **kwargs), command)
-            return self._usage(group)
+            yield group, ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *pinned]
         finally:
             group.rmdir()
 
@@ -84,24 +90,22 @@ class CpuMeter:
         server's token count grows while it runs, note the group's CPU seconds and that count."""
         if self.how.startswith("rusage"):
             raise SystemExit("the steady-state cost needs a cgroup (v1 cpuacct or v2) this user may create")
-        group = self.root / f"llmrig-cost-{self.name}-{os.getpid()}"
-        group.mkdir()
         samples: list[tuple[float, int]] = []
-        wrapped = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), "taskset", "-c", "0", *command]
-        try:
-            with log.open("wb") as sink, subprocess.Popen(wrapped, stdout=sink, stderr=sink, **kwargs) as tool:
-                last = tokens()
-                while tool.poll() is None:
-                    time.sleep(SAMPLE_S)
-                    if (now := tokens()) != last:
-                        samples.append((self._usage(group), now))
-                        last = now
-            if tool.returncode != 0:
-                text = log.read_text(encoding="utf-8", errors="replace")
-                raise SystemExit(f"{command[0]} failed ({tool.returncode}):\n{text[-3000:]}")
-            return samples
-        finally:
-            group.rmdir()
+        with (
+            self._group(["taskset", "-c", "0", *command]) as (group, wrapped),
+            log.open("wb") as sink,
+            subprocess.Popen(wrapped, stdout=sink, stderr=sink, **kwargs) as tool,
+        ):
+            last = tokens()
+            while tool.poll() is None:
+                time.sleep(SAMPLE_S)
+                if (now := tokens()) != last:
+                    samples.append((self._usage(group), now))
+                    last = now
+        if tool.returncode != 0:
+            text = log.read_text(encoding="utf-8", errors="replace")
+            raise SystemExit(f"{command[0]} failed ({tool.returncode}):\n{text[-3000:]}")
+        return samples
 
     def _usage(self, group: Path) -> float:
         text = (group / self.counter).read_text(encoding="utf-8")
