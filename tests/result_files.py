@@ -1,5 +1,5 @@
 """Result files as every test tier reads them: checked against the committed JSON Schema
-(``bench/measure/result.schema.json``) with the ``jsonschema`` package, then read through
+(``bench/measure/run/result.schema.json``) with the ``jsonschema`` package, then read through
 bench's own types, which must give back every key and value of the file.
 
 The tests that read a file ``bench run`` wrote call :func:`load_result` (the unit tier's
@@ -16,10 +16,10 @@ from typing import Any
 
 import jsonschema
 
-from bench.measure import results, schema
-from bench.measure.codec import to_json
+from bench.codec import to_json
+from bench.measure.run.results import RESULT_FILE
 
-VALIDATOR = jsonschema.Draft202012Validator(schema.committed())
+VALIDATOR = jsonschema.Draft202012Validator(RESULT_FILE.committed())
 
 
 def load_result(path: Path) -> dict[str, Any]:
@@ -27,8 +27,8 @@ def load_result(path: Path) -> dict[str, Any]:
     document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     errors = VALIDATOR.iter_errors(document)
     problems = [f"{'/'.join(map(str, error.absolute_path))}: {error.message}" for error in errors]
-    assert not problems, f"{path} does not match {schema.SCHEMA_FILE.name}:\n" + "\n".join(problems[:20])
-    assert to_json(results.read(path)) == document, f"{path}: the result types do not read back what the file holds"
+    assert not problems, f"{path} does not match {RESULT_FILE.schema_file.name}:\n" + "\n".join(problems[:20])
+    assert to_json(RESULT_FILE.read(path)) == document, f"{path}: the result types do not read back what the file holds"
     return document
 
 

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.measure import results
-from bench.measure.codec import JsonObject, JsonValue
-from bench.measure.gpu import GpuReport
-from bench.measure.levels import level_summary
-from bench.measure.loops import LevelRun, LevelSpec
+from bench.codec import JsonObject, JsonValue
 from bench.measure.metrics import NS_PER_MS, Event, RequestRecord
-from bench.measure.options import RunOptions
-from bench.measure.results import Environment, RunResult
-from bench.measure.server import Scrape, ServerReport, server_report
+from bench.measure.run import results
+from bench.measure.run.levels import level_summary
+from bench.measure.run.loops import LevelRun, LevelSpec
+from bench.measure.run.options import RunOptions
+from bench.measure.run.results import Environment, RunResult
+from bench.measure.telemetry.gpu import GpuReport
+from bench.measure.telemetry.server import Scrape, ServerReport, server_report
 
 INPUT_TOKENS = 64
 OUTPUT_TOKENS = 16
@@ -133,7 +133,7 @@ def make_run(
         max_model_len=4096,
     )
     run = RunResult(
-        schema_version=results.SCHEMA_VERSION,
+        schema_version=results.RESULT_FILE.version,
         run_id=f"{started_at[:10]}-{workload}-{seed}",
         tag=tag,
         workload=workload,
@@ -166,7 +166,7 @@ def _gpu(tokens_per_joule: float | None) -> GpuReport | None:
 
 def file_run(results_dir: Path, run: RunResult) -> Path:
     """Write ``run`` where ``bench run`` would: RESULTS_DIR/<tag>/<run_id>.json."""
-    return results.write_atomic(results_dir / run.tag / f"{run.run_id}.json", run)
+    return results.RESULT_FILE.write(results_dir / run.tag / f"{run.run_id}.json", run)
 
 
 def deployment(preset: str = "qwen3.8-27b-w4a16", **vllm_flags: str) -> JsonObject:

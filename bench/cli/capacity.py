@@ -11,10 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
-from bench.measure.capacity import CapacityOptions, Hooks
-from bench.measure.capacity import run as run_capacity
-from bench.measure.capacity_results import Axis, CapacityResult, Probe, describe
-from bench.measure.loops import LevelSpec
+from bench.measure.capacity.measure import CapacityOptions, Hooks
+from bench.measure.capacity.measure import run as run_capacity
+from bench.measure.capacity.result import Axis, CapacityResult, Probe, describe
+from bench.measure.run.loops import LevelSpec
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

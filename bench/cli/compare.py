@@ -15,8 +15,9 @@ from bench.cli.target import add_results_dir
 from bench.errors import ConfigError
 
 if TYPE_CHECKING:  # the statistics load numpy and scipy: only the commands that use them pay for it
-    from bench.measure import compare, history, stats
-    from bench.measure.compare import Comparison, LevelComparison
+    from bench.measure.compare import comparison as compare
+    from bench.measure.compare import history, stats
+    from bench.measure.compare.comparison import Comparison, LevelComparison
 
 COMPARE_HELP = """\
 Each later tag is compared with the first. For every level both tags ran (same workload, level,
@@ -66,8 +67,9 @@ def _shared(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace, console: Console) -> int:
     """Dispatch ``tags``, ``compare`` or ``history``."""
-    from bench.cli.gates import probe_gate  # noqa: PLC0415 - see TYPE_CHECKING above
-    from bench.measure import compare, history, store  # noqa: PLC0415
+    from bench.measure.compare import comparison as compare  # noqa: PLC0415
+    from bench.measure.compare import history, store  # noqa: PLC0415
+    from bench.measure.compare.gates import probe_gate  # noqa: PLC0415 - see TYPE_CHECKING above
 
     if args.command == "tags":
         show_tags(console, args.results_dir)
@@ -98,7 +100,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
 
 def show_tags(console: Console, results_dir: Path) -> None:
     """One row per tag, then the facts whose values differ between tags."""
-    from bench.measure import store  # noqa: PLC0415 - see TYPE_CHECKING above
+    from bench.measure.compare import store  # noqa: PLC0415 - see TYPE_CHECKING above
 
     by_tag, skipped = store.readable(results_dir)
     for line in skipped:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from bench.errors import ConfigError
-from bench.measure.config import find_deployment
+from bench.measure.target import find_deployment
 from bench.rig import literal_knobs
 from bench.rig.plan import Plan, Setup, plan
 from bench.rig.plan_inputs import (

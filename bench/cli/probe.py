@@ -18,10 +18,10 @@ from rich.table import Table
 
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
 from bench.errors import ProbeFailed
-from bench.measure.config import Target
-from bench.measure.probe_checks import CHECKS, run_probe
-from bench.measure.probe_expect import Expectations, PresetFacts, expectations
-from bench.measure.probes import TTFO_RUNS, ProbeResult, write_probe
+from bench.measure.probe.checks import CHECKS, run_probe
+from bench.measure.probe.expect import Expectations, PresetFacts, expectations
+from bench.measure.probe.result import TTFO_RUNS, ProbeResult, write_probe
+from bench.measure.target import Target
 from bench.rig.presets import load_presets
 
 STYLES = {"PASS": "green", "FAIL": "bold red", "expected FAIL": "yellow", "not run": "dim"}

@@ -16,7 +16,7 @@ from bench.cli.target import add_results_dir
 from bench.errors import ConfigError
 
 if TYPE_CHECKING:  # matplotlib, numpy and scipy load only when a report is made
-    from bench.measure.report_data import Card
+    from bench.measure.report.data import Card
 
 DESCRIPTION = """\
 For each TAG: its capability card (one-stream decode at the shortest and longest prompt it ran,
@@ -46,7 +46,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def show_cards(console: Console, cards: list[Card]) -> None:
     """The cards side by side, one column per tag."""
-    from bench.measure import report_page  # noqa: PLC0415 - see TYPE_CHECKING above
+    from bench.measure.report import page as report_page  # noqa: PLC0415 - see TYPE_CHECKING above
 
     table = Table(title="Capability cards", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("")
@@ -60,10 +60,14 @@ def show_cards(console: Console, cards: list[Card]) -> None:
 
 def command(args: argparse.Namespace, console: Console) -> int:
     """Gather, draw, write, print."""
-    from bench.cli.gates import probe_gate  # noqa: PLC0415 - see TYPE_CHECKING above
-    from bench.measure import compare, plots, report_data, report_page, store  # noqa: PLC0415
-    from bench.measure.capacity_results import latest_capacity  # noqa: PLC0415
-    from bench.measure.probes import latest_probe  # noqa: PLC0415
+    from bench.measure.capacity.result import latest_capacity  # noqa: PLC0415
+    from bench.measure.compare import comparison as compare  # noqa: PLC0415
+    from bench.measure.compare import store  # noqa: PLC0415
+    from bench.measure.compare.gates import probe_gate  # noqa: PLC0415 - see TYPE_CHECKING above
+    from bench.measure.probe.result import latest_probe  # noqa: PLC0415
+    from bench.measure.report import data as report_data  # noqa: PLC0415
+    from bench.measure.report import page as report_page  # noqa: PLC0415
+    from bench.measure.report import plots  # noqa: PLC0415
 
     cards, series = [], []
     used = 0

@@ -10,12 +10,12 @@ from rich.console import Console
 
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
 from bench.errors import BenchError, EndpointError
-from bench.measure import report
-from bench.measure.benchmark import Progress as Hooks
-from bench.measure.benchmark import run as run_benchmark
-from bench.measure.config import Target
-from bench.measure.options import WORKLOADS, RunOptions, options_of, settings_for
-from bench.measure.workloads import Option, OptionValue
+from bench.measure.run import progress as report
+from bench.measure.run.benchmark import Progress as Hooks
+from bench.measure.run.benchmark import run as run_benchmark
+from bench.measure.run.options import WORKLOADS, RunOptions, options_of, settings_for
+from bench.measure.run.workloads import Option, OptionValue
+from bench.measure.target import Target
 from bench.rig.presets import load_presets
 
 

@@ -1,6 +1,6 @@
 """The target flags that every measuring command shares (``--base-url``, ``--api-key``,
 ``--model``, ``--tag``, ``--deployment``, ``--results-dir``) and their resolution, exactly as
-``bench run`` resolves them (:mod:`bench.measure.config`)."""
+``bench run`` resolves them (:mod:`bench.measure.target`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from bench.errors import ConfigError
-from bench.measure.config import Target, environment, find_deployment, resolve
+from bench.measure.target import Target, environment, find_deployment, resolve
 from bench.rig.presets import find_models_file
 
 

@@ -1,7 +1,7 @@
 """Where ``llmrig_artifacts_dir`` lies on the controller: one rule for the engine role and bench.
 
 The engine role fetches deployment.json there (through the filter plugin), and ``bench run``
-and ``bench plan`` look for it there (:func:`bench.measure.config.find_deployment`).
+and ``bench plan`` look for it there (:func:`bench.measure.target.find_deployment`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``inference_engine`` names one of :data:`ENGINES`. The rules (:mod:`bench.rig.validation`,
 :mod:`bench.rig.rules`) take the engine names and their host and port knobs from here, the
-harness (:mod:`bench.measure.config`, :mod:`bench.measure.benchmark`) its endpoint knobs and metrics
+harness (:mod:`bench.measure.target`, :mod:`bench.measure.run.benchmark`) its endpoint knobs and metrics
 families, and the engine role its units (the ``llmrig_engine_units`` filter). The default ports
 equal ``group_vars/all/endpoint.yml`` (a test compares them); that file stays the place an
 operator changes a port.

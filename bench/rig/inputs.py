@@ -51,7 +51,7 @@ KNOB_PREFIXES = (
     "nvidia_driver_",
 )
 # Facts that roles publish for later ones: they carry the prefix but are not knobs.
-# tests/unit/test_knob_specs.py checks this against every set_fact of the roles.
+# tests/unit/rig/test_specs.py checks this against every set_fact of the roles.
 PUBLISHED_FACTS = frozenset(
     {
         "llmrig_host",

@@ -88,7 +88,7 @@ def _frontend_args(argv: _Argv, knobs: Mapping[str, Any], chat_template_path: st
 
 
 # The flags a knob sets, so that vllm_extra_args cannot set them behind the rules' back (the
-# context and KV-plan rules read the knobs). tests/unit/test_vllm_flags.py renders every flag
+# context and KV-plan rules read the knobs). tests/unit/rig/test_vllm_flags.py renders every flag
 # serve_args can write and checks this table against the knob that wrote it.
 OWNED_FLAGS: Mapping[str, str] = {
     "--model": "model",

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.measure.config import find_deployment
+from bench.measure.target import find_deployment
 from bench.rig import artifacts_dir
 from tests.helpers import GROUP_VARS, REPO, group_vars, playbook_dump
 

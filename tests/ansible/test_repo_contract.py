@@ -40,7 +40,7 @@ def test_there_are_roles() -> None:
 @pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
 def test_argument_spec_defaults_equal_role_defaults(role: Any) -> None:
     """Each role's main entry point declares exactly its defaults/main.yml, with equal defaults;
-    its other options are knobs of group_vars (tests/unit/test_knob_specs.py places them)."""
+    its other options are knobs of group_vars (tests/unit/rig/test_specs.py places them)."""
     specs = _load(role / "meta" / "argument_specs.yml")["argument_specs"]
     options = specs["main"]["options"]
     defaults = _load(role / "defaults" / "main.yml") or {}

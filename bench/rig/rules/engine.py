@@ -159,7 +159,7 @@ def rule_pinned_revision(knobs: Knobs, host: Host, device: str, preset: Preset) 
 
 
 # llama-server flags that the llamacpp role writes from a knob (roles/llamacpp/vars/main.yml,
-# _llamacpp_args; tests/unit/test_rules.py checks the two agree), short forms included.
+# _llamacpp_args; tests/unit/rig/test_validation.py checks the two agree), short forms included.
 LLAMACPP_OWNED_FLAGS = {
     "--model": "model",
     "-m": "model",

@@ -1,0 +1,106 @@
+"""What a deployment says a probe should find: the checks expected to fail, and the context.
+
+For vLLM the command line recorded in deployment.json (``vllm.args``) decides: no
+``--enable-auto-tool-choice`` with a ``--tool-call-parser`` means tool calls in ``auto`` mode
+cannot come back as ``tool_calls``, and no ``--tool-call-parser`` at all also refuses
+``tool_choice`` required (vLLM answers 400); no ``--reasoning-parser`` means thinking text stays in
+``content``; ``--max-model-len`` is the context the server should report. Other engines record no
+such flags, so the model preset's ``tool_call_parser`` and ``reasoning_parser`` stand in for them
+(an empty one: the model has no tool-call or reasoning format). Without a deployment nothing is
+expected to fail, and the context is only known when given (``--expect-context``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from bench.codec import JsonObject, JsonValue
+
+# The checks that ask for tool calls in tool_choice "auto" mode, which needs a tool-call parser.
+AUTO_TOOL_CHECKS = ("tool_call_single", "tool_calls_parallel", "tool_name_punctuation", "tool_args_schema")
+TOOL_CHECKS = (*AUTO_TOOL_CHECKS, "tool_choice_required")  # required needs a tool-call parser too
+REASONING_CHECKS = ("reasoning_field",)
+
+
+@dataclass(frozen=True, slots=True)
+class PresetFacts:
+    """The capability fields of the deployed model preset (empty string: the model has none)."""
+
+    tool_call_parser: str
+    reasoning_parser: str
+
+
+@dataclass(frozen=True, slots=True)
+class Expectations:
+    """Why each check is expected to fail (by name), and the context length the endpoint should
+    serve with where said (``context_source`` names where it came from)."""
+
+    absent: dict[str, str] = field(default_factory=dict)
+    context: int | None = None
+    context_source: str = ""
+
+
+def _args(deployment: JsonObject, engine: str) -> list[str] | None:
+    section = deployment.get(engine)
+    listed: JsonValue = section.get("args") if isinstance(section, dict) else None
+    return [str(arg) for arg in listed] if isinstance(listed, list) else None
+
+
+def _flag_value(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``args`` (``--flag V`` or ``--flag=V``), the last one given."""
+    value = None
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            value = args[index + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def context_tokens(value: str) -> int | None:
+    """A ``--max-model-len`` value in tokens (``32k`` = 32000, ``32K`` = 32768, as vLLM reads
+    it); None for ``auto``/``-1`` (vLLM picks) or anything else it does not read as a length."""
+    match = re.fullmatch(r"(\d+)([kKmM]?)", value.strip())
+    if match is None:
+        return None
+    number, suffix = int(match[1]), match[2]
+    scale = {"": 1, "k": 1000, "K": 1024, "m": 1_000_000, "M": 1024 * 1024}[suffix]
+    return number * scale
+
+
+def _vllm(args: list[str]) -> Expectations:
+    absent: dict[str, str] = {}
+    if not _flag_value(args, "--tool-call-parser"):
+        absent.update(dict.fromkeys(TOOL_CHECKS, "vllm.args has no --tool-call-parser"))
+    elif "--enable-auto-tool-choice" not in args:
+        absent.update(dict.fromkeys(AUTO_TOOL_CHECKS, "vllm.args has no --enable-auto-tool-choice"))
+    if not _flag_value(args, "--reasoning-parser"):
+        absent.update(dict.fromkeys(REASONING_CHECKS, "vllm.args has no --reasoning-parser"))
+    length = _flag_value(args, "--max-model-len")
+    context = context_tokens(length) if length else None
+    source = f"deployment.json vllm.args --max-model-len {length}" if context else ""
+    return Expectations(absent, context, source)
+
+
+def _preset(preset: PresetFacts, name: str) -> Expectations:
+    absent: dict[str, str] = {}
+    if not preset.tool_call_parser:
+        absent.update(dict.fromkeys(TOOL_CHECKS, f"preset {name} has no tool_call_parser"))
+    if not preset.reasoning_parser:
+        absent.update(dict.fromkeys(REASONING_CHECKS, f"preset {name} has no reasoning_parser"))
+    return Expectations(absent)
+
+
+def expectations(deployment: JsonObject | None, *, preset: PresetFacts | None = None) -> Expectations:
+    """What ``deployment`` (deployment.json as read; None: there is none) and the facts of its
+    ``preset`` say the probe will find."""
+    if deployment is None:
+        return Expectations()
+    engine = str(deployment.get("engine") or "")
+    args = _args(deployment, engine)
+    if engine == "vllm" and args is not None:
+        return _vllm(args)
+    if preset is not None:
+        return _preset(preset, str(deployment.get("preset") or "?"))
+    return Expectations()

@@ -1,0 +1,131 @@
+"""The plots of ``bench report``, drawn on matplotlib Figures (no pyplot, no display) as PNG bytes: one line
+or set of bars per tag. A plot with nothing to draw for any tag still appears, saying which run
+would fill it."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from bench.measure.report.data import Point, TagSeries
+
+SIZE = (7.0, 4.0)
+DPI = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Plot:
+    """One drawn plot: its file name, title and PNG bytes."""
+
+    name: str
+    title: str
+    png: bytes
+
+
+def _lines(axes: Axes, lines: list[tuple[str, list[Point]]], marker: str = "o") -> bool:
+    drawn = False
+    for tag, points in lines:
+        if points:
+            axes.plot([p.x for p in points], [p.y for p in points], marker=marker, label=tag)
+            drawn = True
+    return drawn
+
+
+def _ecdf(axes: Axes, samples: list[tuple[str, list[float]]]) -> bool:
+    drawn = False
+    for tag, values in samples:
+        if values:
+            ordered = np.sort(np.asarray(values, dtype=float))
+            axes.step(ordered, np.arange(1, len(ordered) + 1) / len(ordered), where="post", label=tag)
+            drawn = True
+    return drawn
+
+
+def _draw(name: str, title: str, *, axes_labels: tuple[str, str], empty: str, paint: Callable[[Axes], bool]) -> Plot:
+    figure = Figure(figsize=SIZE, dpi=DPI)
+    axes = figure.subplots()
+    axes.set_title(title)
+    axes.set_xlabel(axes_labels[0])
+    axes.set_ylabel(axes_labels[1])
+    if paint(axes):
+        axes.grid(visible=True, alpha=0.3)
+        axes.legend()
+    else:
+        axes.text(0.5, 0.5, empty, ha="center", va="center", transform=axes.transAxes, wrap=True)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return Plot(name, title, buffer.getvalue())
+
+
+def _bars(axes: Axes, values: list[tuple[str, float | None]]) -> bool:
+    shown = [(tag, value) for tag, value in values if value is not None]
+    if not shown:
+        return False
+    axes.bar([tag for tag, _ in shown], [value * 100 for _, value in shown], label="accepted draft tokens")
+    axes.set_ylim(0, 100)
+    return True
+
+
+# Each plot: file name, title, axis labels, what it says when no tag has data, and how it draws.
+SPECS: list[tuple[str, str, tuple[str, str], str, Callable[[Axes, list[TagSeries]], bool]]] = [
+    (
+        "throughput",
+        "Aggregate output against concurrency",
+        ("concurrent streams", "output tok/s"),
+        "no sweep run (bench run sweep)",
+        lambda axes, tags: _lines(axes, [(t.tag, t.throughput) for t in tags]),
+    ),
+    (
+        "ttft",
+        "Time to first token, every measured request",
+        ("TTFT ms", "share of requests at or under"),
+        "no requests",
+        lambda axes, tags: _ecdf(axes, [(t.tag, t.ttft_ms) for t in tags]),
+    ),
+    (
+        "itl",
+        "Inter-token latency, every gap between tokens",
+        ("ms per token", "share of gaps at or under"),
+        "no tokens",
+        lambda axes, tags: _ecdf(axes, [(t.tag, t.itl_ms) for t in tags]),
+    ),
+    (
+        "ttft_context",
+        "TTFT p50 against prompt length, one stream",
+        ("prompt tokens", "TTFT p50 ms"),
+        "no one-stream level (bench run single, or context)",
+        lambda axes, tags: _lines(axes, [(t.tag, t.ttft_by_context) for t in tags]),
+    ),
+    (
+        "kv_usage",
+        "KV pool usage over the newest run, its levels end to end",
+        ("seconds", "KV pool used, percent"),
+        "the server reported no KV usage (vLLM does; llama.cpp and Ollama do not)",
+        lambda axes, tags: _lines(axes, [(t.tag, t.kv_usage) for t in tags], marker=""),
+    ),
+    (
+        "spec_decode",
+        "Speculative decoding: draft tokens accepted",
+        ("tag", "accepted, percent"),
+        "no speculative decoding in these runs (vLLM with --speculative-config)",
+        lambda axes, tags: _bars(axes, [(t.tag, t.spec_acceptance) for t in tags]),
+    ),
+]
+
+
+def plots(tags: list[TagSeries]) -> list[Plot]:
+    """Every plot of the report, in the order the page shows them."""
+    drawn = []
+    for name, title, labels, empty, paint in SPECS:
+
+        def on(axes: Axes, paint: Callable[[Axes, list[TagSeries]], bool] = paint) -> bool:
+            return paint(axes, tags)
+
+        drawn.append(_draw(name, title, axes_labels=labels, empty=empty, paint=on))
+    return drawn

@@ -1,0 +1,6 @@
+"""``bench run``, bottom up: synthetic prompts (:mod:`.prompts`), the loops that drive one level
+(:mod:`.loops`), the workloads in their registry (:mod:`.workloads`) and the options a run is
+given (:mod:`.options`), the steady-state window (:mod:`.window`) and a level's summary
+(:mod:`.levels`), the result types and file (:mod:`.results`, schema ``result.schema.json``),
+the run itself (:mod:`.benchmark`), and its terminal progress and summary table (:mod:`.progress`).
+"""

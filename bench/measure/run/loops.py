@@ -1,0 +1,266 @@
+"""Drives a measurement: calibrate the prompt length, then run levels.
+
+- Closed loop at concurrency *c*: *c* workers each send their next request as soon as their
+  last one finished, so exactly *c* requests are in flight until the last dispatch.
+- Open loop at a rate: Poisson arrivals from a seeded generator; each request keeps its
+  scheduled time, and waiting for a free slot is recorded as client queue time.
+- Agent sessions: a shared system prompt with tool schemas, then turns that resend the whole
+  history; with one session at a time, /metrics is read around every request so prefix-cache
+  hits are known turn by turn.
+
+The server's /metrics is scraped before and after each level and every second during it.
+Records are appended to the level as they complete, so an interrupted run keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gc
+import itertools
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bench.codec import JsonObject
+from bench.errors import EndpointProtocolError
+from bench.measure.metrics import RequestRecord
+from bench.measure.run.prompts import AgentScript, Calibration, PromptFactory
+from bench.measure.stream.client import ChatClient
+from bench.measure.telemetry import server
+from bench.measure.telemetry.server import Counters, ServerReport
+
+CALIBRATION_WORDS = (16, 80)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelSpec:
+    """One level and the shape of its requests. How many are in flight has one name per kind of
+    level: ``streams`` for a closed loop, ``max_in_flight`` for an open loop at ``rate``, and
+    ``sessions_at_once`` for agent sessions; :attr:`in_flight` is whichever applies."""
+
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    fixed_output: bool = True  # ask for exactly output_tokens (min_tokens + ignore_eos)
+    temperature: float = 0.0
+    seed: int = 0
+    streams: int = 1  # closed loop: requests kept in flight, each sent when the last one finished
+    rate: float | None = None  # open loop: Poisson arrivals, requests per second
+    max_in_flight: int | None = None  # open loop: cap on requests in flight (the rest wait as client queue)
+    sessions_at_once: int | None = None  # agent: sessions run at a time, each one request in flight
+
+    @property
+    def in_flight(self) -> int:
+        """The most requests this level keeps in flight (the ``concurrency`` of its result)."""
+        if self.rate is not None:
+            return self.max_in_flight or 1
+        return self.sessions_at_once or self.streams
+
+    @property
+    def label(self) -> str:
+        return f"{self.rate:g} req/s" if self.rate is not None else f"c={self.in_flight}"
+
+
+@dataclass(slots=True)
+class LevelRun:
+    """What one level produced: its requests and the server's view of the same interval."""
+
+    spec: LevelSpec
+    records: list[RequestRecord] = field(default_factory=list)
+    started_ns: int = 0
+    ended_ns: int = 0
+    server: ServerReport | None = None  # set when the level's closing scrape is done
+    complete: bool = False
+    per_request_server: dict[int, Counters] = field(default_factory=dict)
+
+
+async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
+    """Measure the prompt overhead and tokens per word with two one-token requests."""
+    points = []
+    for offset, words in enumerate(CALIBRATION_WORDS):
+        record = await client.chat(-1 - offset, prompts.messages(10_000_000 + offset, words), 1)
+        if record.error is not None:
+            raise EndpointProtocolError(f"prompt calibration: a one-token request failed ({record.error})")
+        if record.prompt_tokens is None:
+            raise EndpointProtocolError(
+                "prompt calibration: the endpoint sent no usage.prompt_tokens; bench needs stream_options.include_usage"
+            )
+        points.append((words, record.prompt_tokens))
+    return Calibration.from_probes(points[0], points[1])
+
+
+def _extra_body(spec: LevelSpec) -> JsonObject:
+    body: JsonObject = {"temperature": spec.temperature}
+    if spec.fixed_output:
+        # vLLM and llama.cpp honour these; servers that do not are caught by the length check.
+        body.update({"min_tokens": spec.output_tokens, "ignore_eos": True})
+    return body
+
+
+async def run_level(
+    client: ChatClient,
+    prompts: PromptFactory,
+    calibration: Calibration,
+    level: LevelRun,
+    *,
+    metrics_url: str | None,
+    first_index: int = 0,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> None:
+    """Run one level, filling ``level`` as requests finish."""
+    spec = level.spec
+    words = calibration.words_for(spec.input_tokens)
+    body = _extra_body(spec)
+
+    async def one(index: int, t_sched_ns: int | None = None) -> None:
+        messages = prompts.messages(index, words)
+        record = await client.chat(index, messages, spec.output_tokens, extra_body=body, t_sched_ns=t_sched_ns)
+        level.records.append(record)
+        if on_done is not None:
+            on_done(record)
+
+    async with _measured(level, client.http, metrics_url, sample=True):
+        if spec.rate is None:
+            await _closed_loop(spec, first_index, one)
+        else:
+            await _open_loop(spec, first_index, one)
+
+
+@contextlib.asynccontextmanager
+async def _measured(
+    level: LevelRun, http: httpx.AsyncClient, metrics_url: str | None, *, sample: bool
+) -> AsyncIterator[None]:
+    """Time the level and read the server's /metrics before, after and (with ``sample``) every
+    second during it; ``level.complete`` is set only when the body finished."""
+    sampler = server.Sampler(http, metrics_url) if metrics_url and sample else None
+    before = await server.scrape(http, metrics_url) if metrics_url else None
+    if sampler:
+        sampler.start()
+    # No cyclic garbage collection while the level runs: one pauses the event loop, and so delays
+    # the stamp of every event waiting to be read, by up to tens of milliseconds. Reference
+    # counting still frees nearly everything; the cycles are collected when the level ends.
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    level.started_ns = time.perf_counter_ns()
+    try:
+        yield
+        level.complete = True
+    finally:
+        level.ended_ns = time.perf_counter_ns()
+        if collecting:
+            gc.enable()
+        if sampler:
+            await sampler.stop()
+        after = await server.scrape(http, metrics_url) if metrics_url else None
+        level.server = server.server_report(before, after, sampler.samples if sampler else [])
+
+
+async def _together(coroutines: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``coroutines`` concurrently; when one raises, cancel the others and raise its error
+    (what ``asyncio.gather`` does not do: it leaves the rest running)."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _closed_loop(spec: LevelSpec, first: int, one: Callable[[int], Awaitable[None]]) -> None:
+    """``streams`` workers, each sending its next request when its last one finished."""
+    counter = itertools.count(first)
+    last = first + spec.requests
+
+    async def worker() -> None:
+        while (index := next(counter)) < last:
+            await one(index)
+
+    await _together([worker() for _ in range(spec.streams)])
+
+
+async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awaitable[None]]) -> None:
+    """Poisson arrivals at ``rate``: each request is sent at its scheduled time (or as soon as one
+    of ``max_in_flight`` slots frees up; the wait is recorded as client queue time)."""
+    assert spec.rate is not None
+    generator = random.Random(spec.seed)
+    slots = asyncio.Semaphore(spec.in_flight)
+    start = time.perf_counter_ns()
+    offset = 0.0
+
+    async def scheduled(index: int, at_ns: int) -> None:
+        await asyncio.sleep(max(0.0, (at_ns - time.perf_counter_ns()) / 1e9))
+        async with slots:
+            await one(index, at_ns)
+
+    arrivals = []
+    for index in range(first, first + spec.requests):
+        arrivals.append(scheduled(index, start + int(offset * 1e9)))
+        offset += generator.expovariate(spec.rate)
+    await _together(arrivals)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """The agent workload: ``sessions`` sessions of ``turns`` turns (the level says how many at once)."""
+
+    sessions: int
+    turns: int
+    system_tokens: int
+
+
+async def run_agent(
+    client: ChatClient,
+    script_prompts: PromptFactory,
+    calibration: Calibration,
+    level: LevelRun,
+    agent: AgentSpec,
+    *,
+    metrics_url: str | None,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> None:
+    """Multi-turn sessions that resend their growing history; with one session at a time the
+    server's prefix-cache counters are read around every request, so hits are known per turn."""
+    spec = level.spec
+    script = AgentScript(
+        script_prompts,
+        system_words=max(1, round(agent.system_tokens / calibration.slope)),
+        turn_words=max(1, round(spec.input_tokens / calibration.slope)),
+    )
+    body = _extra_body(spec)
+    http = client.http
+    per_request = metrics_url is not None and spec.in_flight == 1
+    sessions = iter(range(agent.sessions))
+
+    async def session(number: int) -> None:
+        messages = [script.system()]
+        for turn in range(agent.turns):
+            messages.append(script.user(number, turn))
+            index = number * agent.turns + turn
+            before = await server.scrape(http, metrics_url) if per_request and metrics_url else None
+            record = await client.chat(index, list(messages), spec.output_tokens, extra_body=body, keep_text=True)
+            if per_request and metrics_url:
+                after = await server.scrape(http, metrics_url)
+                level.per_request_server[index] = server.counter_deltas(before, after)
+            record = dataclasses.replace(record, session=number, turn=turn)
+            level.records.append(record)
+            if on_done is not None:
+                on_done(record)
+            if record.error is not None:
+                return
+            messages.append({"role": "assistant", "content": record.answer})
+
+    async def worker() -> None:
+        for number in sessions:
+            await session(number)
+
+    # Per-request scrapes already bracket every request; no background sampler beside them.
+    async with _measured(level, http, metrics_url, sample=False):
+        await _together([worker() for _ in range(spec.in_flight)])

@@ -1,0 +1,172 @@
+"""Terminal output of ``bench run``: live progress on stderr, a compact table at the end."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bench.codec import JsonValue
+from bench.measure.metrics import RequestRecord, Summary
+from bench.measure.run.benchmark import Progress as Hooks
+from bench.measure.run.loops import LevelSpec
+from bench.measure.run.results import AgentTurn, LevelResult, RunResult
+from bench.measure.telemetry.gpu import GpuAbsent
+
+
+def level_label(spec: LevelSpec) -> str:
+    """What a level is: its rate for open-loop levels (the in-flight cap is not the level)."""
+    if spec.rate is not None:
+        return f"rate {spec.rate:g} req/s"
+    return f"concurrency {spec.in_flight}"
+
+
+class LiveProgress:
+    """A rich progress bar per level, fed by the run's hooks."""
+
+    def __init__(self, console: Console) -> None:
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[errors]} errors"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+            # Redrawn twice a second on a terminal, not at all into a pipe: a redraw costs about
+            # 0.4 ms of CPU, as much as a slow server's streamed event (scripts/bench-peers).
+            auto_refresh=console.is_terminal,
+            refresh_per_second=2,
+        )
+        self._task: TaskID | None = None
+        self.hooks = Hooks(level_started=self._level, request_done=self._done)
+
+    def _level(self, spec: LevelSpec) -> None:
+        self._task = self._bar.add_task(level_label(spec), total=spec.requests, errors=0)
+
+    def _done(self, record: RequestRecord) -> None:
+        if self._task is None:
+            return
+        errors = self._bar.tasks[self._task].fields["errors"] + (record.error is not None)
+        self._bar.update(self._task, advance=1, errors=errors)
+
+    def __enter__(self) -> LiveProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._bar.stop()
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _p(summary: Summary | None, digits: int = 1) -> str:
+    return "-" if summary is None else _fmt(summary.p50, digits)
+
+
+SUMMARY_COLUMNS = ("level", "in", "ok", "TTFT p50", "TPOT p50", "tok/s p50", "out tok/s", "trusted")
+SUMMARY_CAPTION = "times in ms; tok/s: per stream (p50) and all streams"
+
+
+def summary_row(level: LevelResult) -> tuple[str, ...]:
+    """The cells of one level's row, in the order of :data:`SUMMARY_COLUMNS`."""
+    latency, requests = level.latency, level.requests
+    return (
+        level.label,
+        str(level.tokens.input_target),
+        f"{requests.successful}/{requests.total}",
+        _p(latency.ttft_ms),
+        _p(latency.tpot_ms, digits=2),
+        _p(level.decode_tps),
+        _fmt(level.throughput.output_tps),
+        "yes" if not level.untrusted_because else "no",
+    )
+
+
+def print_summary(console: Console, result: RunResult) -> None:
+    """One row per level: prompt length, requests that succeeded, latency medians, per-stream
+    and aggregate speed, trust; then why a level is untrusted (failed requests by kind first)."""
+    title = f"{result.workload} | tag {result.tag} | {result.environment.model}"
+    table = Table(title=title, caption=SUMMARY_CAPTION, box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in SUMMARY_COLUMNS:
+        table.add_column(column, justify="right", no_wrap=True)
+    for level in result.levels:
+        table.add_row(*summary_row(level))
+    console.print(table)
+    for level in result.levels:
+        for reason in level.untrusted_because:
+            console.print(f"[yellow]{level.label}: {escape(reason)}[/yellow]", soft_wrap=True)
+    for skipped in result.skipped_levels or []:
+        console.print(f"[yellow]skipped (beyond the server's max_model_len): {skipped}[/yellow]")
+    for level in result.levels:
+        if level.agent_turns:
+            _print_turns(console, level.agent_turns)
+    _print_facts(console, result)
+    if result.partial:
+        why = result.stopped_because or "interrupted"
+        console.print(f"[yellow]partial: the run stopped early ({escape(why)})[/yellow]", soft_wrap=True)
+
+
+def _print_turns(console: Console, turns: list[AgentTurn]) -> None:
+    """The agent workload, turn by turn: the history grows, the cache should serve more of it."""
+    table = Table(title="agent sessions, turn by turn", box=box.SIMPLE_HEAD)
+    for column in ("turn", "requests", "prompt tok", "TTFT p50 ms", "cached tok", "prefix hit"):
+        table.add_column(column, justify="right")
+    for row in turns:
+        hit = row.prefix_cache_hit_rate
+        table.add_row(
+            str(row.turn),
+            str(row.requests),
+            _fmt(row.prompt_tokens_mean, 0),
+            _p(row.ttft_ms),
+            _fmt(row.cached_tokens_mean, 0),
+            "-" if hit is None else f"{hit:.0%}",
+        )
+    console.print(table)
+
+
+def _startup(result: RunResult) -> dict[str, JsonValue]:
+    """The start-up facts of deployment.json (a document bench copies, not one it defines)."""
+    startup = (result.environment.deployment or {}).get("startup")
+    return startup if isinstance(startup, dict) else {}
+
+
+def _print_facts(console: Console, result: RunResult) -> None:
+    """Start-up KV pool, GPU telemetry (or why there is none) and Ollama's own timings."""
+    startup = _startup(result)
+    tokens = startup.get("kv_cache_tokens")
+    if isinstance(tokens, int | float) and tokens:
+        console.print(
+            f"KV pool at start-up (deployment.json): {tokens:,} tokens, maximum concurrency "
+            f"{startup.get('max_concurrency')}x at {startup.get('max_concurrency_tokens_per_request')} tokens each"
+        )
+    gpu = result.gpu
+    if isinstance(gpu, GpuAbsent):
+        console.print(gpu.reason)  # said once; the run went on without telemetry
+    elif gpu is not None:
+        for card in gpu.gpus:
+            console.print(
+                f"GPU {card.index} {card.name}: {_fmt(card.power_w_mean)} W mean, "
+                f"{_fmt(card.utilization_pct_mean)} % busy, SM clock min {_fmt(card.sm_clock_mhz_min, 0)} MHz, "
+                f"throttle reasons {card.throttle_reasons_seen:#x}"
+            )
+        console.print(
+            f"energy {_fmt(gpu.energy_j)} J, {_fmt(gpu.tokens_per_joule, 2)} tokens per joule; single-stream "
+            f"decode at {_fmt((gpu.decode_fraction_of_bound or 0) * 100)} % of the memory-bandwidth bound "
+            f"({_fmt(gpu.decode_bound_tps)} tok/s)"
+        )
+    native = result.ollama_native
+    if native:
+        console.print(
+            f"Ollama's own timings ({native.requests} native requests): decode "
+            f"{_fmt(native.server_decode_tps_p50)} tok/s server-side, {_fmt(native.client_decode_tps_p50)} "
+            f"measured from the stream (ratio {_fmt(native.client_over_server, 3)})"
+        )
+        for warning in native.warnings:
+            console.print(f"[yellow]Ollama cross-check: {warning}[/yellow]")

@@ -1,0 +1,237 @@
+"""What the server itself reports: Prometheus ``/metrics`` of vLLM and llama.cpp, scraped
+before, during (every second, its gauges only) and after a measurement, reduced to deltas and gauge statistics.
+
+Counters are summed over label sets (``engine``, ``model_name``); a counter missing from either
+scrape gives ``None``, never zero. vLLM's ``cache_config_info`` labels are kept as they are
+(the KV pool, block size, dtype). The exposition is parsed with ``prometheus_client``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.measure.telemetry.server_types import (
+    Bucketed,
+    BucketedLatency,
+    Counters,
+    Derived,
+    GaugePoint,
+    Gauges,
+    GaugeStats,
+    ServerReport,
+)
+
+__all__ = ["Counters", "Sampler", "Scrape", "ServerReport", "server_report"]
+
+# Counters whose deltas a run reports: (our name, exposition sample name).
+COUNTERS = {
+    "requests_succeeded": "vllm:request_success_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "generation_tokens": "vllm:generation_tokens_total",
+    "preemptions": "vllm:num_preemptions_total",
+    "prefix_cache_queries": "vllm:prefix_cache_queries_total",
+    "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+    "spec_decode_drafts": "vllm:spec_decode_num_drafts_total",
+    "spec_decode_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "spec_decode_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+    "llamacpp_prompt_tokens": "llamacpp:prompt_tokens_total",
+    "llamacpp_tokens_predicted": "llamacpp:tokens_predicted_total",
+    "llamacpp_decode_calls": "llamacpp:n_decode_total",
+}
+# Gauges sampled during a run: (our name, exposition sample name).
+GAUGES = {
+    "kv_cache_usage": "vllm:kv_cache_usage_perc",
+    "requests_running": "vllm:num_requests_running",
+    "requests_waiting": "vllm:num_requests_waiting",
+    "llamacpp_requests_processing": "llamacpp:requests_processing",
+    "llamacpp_requests_deferred": "llamacpp:requests_deferred",
+}
+_GAUGE_LINES = tuple(f"{sample}{end}" for sample in GAUGES.values() for end in ("{", " "))
+
+
+# Histograms whose bucket deltas give server-side latency percentiles: (our name, family name).
+HISTOGRAMS = {
+    "ttft_ms": "vllm:time_to_first_token_seconds",
+    "itl_ms": "vllm:inter_token_latency_seconds",
+    "e2e_ms": "vllm:e2e_request_latency_seconds",
+    "queue_ms": "vllm:request_queue_time_seconds",
+    "prefill_ms": "vllm:request_prefill_time_seconds",
+    "decode_ms": "vllm:request_decode_time_seconds",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """One /metrics read: every sample summed over its label sets, vLLM's cache config labels,
+    and the cumulative buckets (upper bound -> count) of the latency histograms."""
+
+    t_ns: int
+    values: dict[str, float]
+    cache_config: dict[str, str] = field(default_factory=dict)
+    buckets: dict[str, dict[float, float]] = field(default_factory=dict)
+
+
+def parse(text: str, t_ns: int = 0) -> Scrape:
+    """Parse a Prometheus exposition into a :class:`Scrape`."""
+    values: dict[str, float] = {}
+    cache_config: dict[str, str] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    wanted = {f"{family}_bucket": name for name, family in HISTOGRAMS.items()}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in wanted:
+                bound = float(sample.labels["le"])
+                series = buckets.setdefault(wanted[sample.name], {})
+                series[bound] = series.get(bound, 0.0) + float(sample.value)
+            # prometheus_client strips _total from counter family names but keeps it on samples.
+            values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+            if sample.name == "vllm:cache_config_info":
+                cache_config = {key: str(value) for key, value in sample.labels.items()}
+    return Scrape(t_ns, values, cache_config, buckets)
+
+
+async def scrape(http: httpx.AsyncClient, url: str, *, gauges_only: bool = False) -> Scrape | None:
+    """GET ``url`` and parse it (with ``gauges_only``, just the lines of :data:`GAUGES`: what the
+    scrapes during a run are for, at a tenth of the CPU of vLLM's whole exposition); None when
+    the server has no usable /metrics."""
+    try:
+        response = await http.get(url, timeout=10.0)
+    except httpx.HTTPError:
+        return None
+    if response.status_code != 200:
+        return None
+    text = response.text
+    if gauges_only:
+        text = "\n".join(line for line in text.splitlines() if line.startswith(_GAUGE_LINES))
+    try:
+        return parse(text, time.perf_counter_ns())
+    except ValueError:
+        return None
+
+
+def counter_deltas(before: Scrape | None, after: Scrape | None) -> Counters:
+    """Each counter's growth between two scrapes; None where either scrape lacks it."""
+    deltas: dict[str, float] = {}
+    for name, sample in COUNTERS.items():
+        if before is not None and after is not None and sample in before.values and sample in after.values:
+            deltas[name] = after.values[sample] - before.values[sample]
+    return Counters(**deltas)
+
+
+def gauge_stats(samples: list[Scrape]) -> Gauges:
+    """Mean and max of each gauge over the scrapes taken during a run."""
+    stats: dict[str, GaugeStats] = {}
+    for name, sample in GAUGES.items():
+        seen = [scrape.values[sample] for scrape in samples if sample in scrape.values]
+        if seen:
+            stats[name] = GaugeStats(mean=sum(seen) / len(seen), max=max(seen), n=float(len(seen)))
+    kv = GAUGES["kv_cache_usage"]
+    series = [
+        GaugePoint(t_s=(scrape.t_ns - samples[0].t_ns) / 1e9, value=scrape.values[kv])
+        for scrape in samples
+        if kv in scrape.values
+    ]
+    return Gauges(**stats, kv_cache_usage_series=series or None)
+
+
+def derived(deltas: Counters) -> Derived:
+    """Rates from counter deltas: prefix-cache hit rate and speculative-decoding acceptance."""
+
+    def ratio(top: float | None, bottom: float | None) -> float | None:
+        return None if top is None or not bottom else top / bottom
+
+    drafts_accepted = ratio(deltas.spec_decode_accepted_tokens, deltas.spec_decode_drafts)
+    return Derived(
+        prefix_cache_hit_rate=ratio(deltas.prefix_cache_hits, deltas.prefix_cache_queries),
+        spec_decode_acceptance_rate=ratio(deltas.spec_decode_accepted_tokens, deltas.spec_decode_draft_tokens),
+        spec_decode_mean_acceptance_length=None if drafts_accepted is None else 1 + drafts_accepted,
+    )
+
+
+class Sampler:
+    """Scrapes the gauges of /metrics every ``interval_s`` in the background while a measurement runs."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, interval_s: float = 1.0) -> None:
+        self.http, self.url, self.interval_s = http, url, interval_s
+        self.samples: list[Scrape] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _loop(self) -> None:
+        while True:
+            sample = await scrape(self.http, self.url, gauges_only=True)
+            if sample is not None:
+                self.samples.append(sample)
+            await asyncio.sleep(self.interval_s)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def bucket_percentile(cumulative: dict[float, float], fraction: float) -> float | None:
+    """Percentile from cumulative bucket counts, interpolating linearly inside the bucket
+    (what Prometheus' histogram_quantile does); None when the histogram is empty."""
+    bounds = sorted(cumulative)
+    total = cumulative[bounds[-1]] if bounds else 0.0
+    if total <= 0:
+        return None
+    target = fraction * total
+    lower_bound, lower_count = 0.0, 0.0
+    for bound in bounds:
+        count = cumulative[bound]
+        if count >= target:
+            if bound == float("inf"):
+                return lower_bound  # beyond the last finite bucket: its bound is all we know
+            share = (target - lower_count) / (count - lower_count) if count > lower_count else 0.0
+            return lower_bound + (bound - lower_bound) * share
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def histogram_stats(before: Scrape | None, after: Scrape | None) -> BucketedLatency:
+    """Server-side latency percentiles (ms) from the bucket deltas between two scrapes."""
+    stats: dict[str, Bucketed] = {}
+    for name in HISTOGRAMS:
+        if before is None or after is None or name not in after.buckets:
+            continue
+        old = before.buckets.get(name, {})
+        delta = {bound: count - old.get(bound, 0.0) for bound, count in after.buckets[name].items()}
+        n = delta.get(float("inf"), 0.0)
+        if n <= 0:
+            continue
+        stats[name] = Bucketed(
+            n=n,
+            p50=_ms(bucket_percentile(delta, 0.5)),
+            p90=_ms(bucket_percentile(delta, 0.9)),
+            p99=_ms(bucket_percentile(delta, 0.99)) if n >= 100 else None,
+        )
+    return BucketedLatency(**stats)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000.0
+
+
+def server_report(before: Scrape | None, after: Scrape | None, during: list[Scrape]) -> ServerReport:
+    """Everything the server said about one measurement, ready for the result file."""
+    deltas = counter_deltas(before, after)
+    latest = after or before
+    return ServerReport(
+        scraped=before is not None and after is not None,
+        counters=deltas,
+        derived=derived(deltas),
+        gauges=gauge_stats(during),
+        latency_bucketed=histogram_stats(before, after),
+        cache_config=dict(latest.cache_config) if latest is not None else {},
+    )

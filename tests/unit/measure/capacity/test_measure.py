@@ -1,0 +1,186 @@
+"""bench capacity against the scripted server (a protocol fake) whose per-stream decode speed
+falls with the streams at once and with the prompt, and whose slots make the streams beyond
+them wait, each in a known way, so the true capacity is known in advance and the search must
+find it; the capacity file against its committed schema; flags refused by name.
+
+Fake timings: a gap of ``itl_ms + itl_ms_per_other_stream * (streams - 1) +
+itl_ms_per_prompt_token * prompt_tokens`` between token events, so a stream decodes at
+1000 / gap tok/s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from bench.cli import main
+from bench.codec import to_json
+from bench.errors import ResultFileError
+from bench.measure.capacity import result as capacity_results
+from bench.measure.capacity.measure import CapacityOptions, execute
+from bench.measure.capacity.result import CapacityResult, latest_capacity
+from bench.measure.target import Target
+from tests.helpers import REPO
+from tests.scripted import KEY, Scripted, read_table
+
+VALIDATOR = jsonschema.Draft202012Validator(
+    json.loads(capacity_results.CAPACITY_FILE.schema_file.read_text(encoding="utf-8"))
+)
+MIN_DECODE = 50.0  # tok/s: a gap of 20 ms
+CONTEXT_BOUNDARY = 5888  # prompt tokens at which one stream's gap is exactly 20 ms
+
+
+def _target(server: Scripted) -> Target:
+    return Target(base_url=server.base_url, api_key=KEY, model="scripted", tag="t", engine="vllm", deployment=None)
+
+
+def _capacity(server: Scripted, tmp_path: Path, **changes: Any) -> tuple[CapacityResult, Path]:
+    fields: dict[str, Any] = {
+        "results_dir": tmp_path / "results",
+        "min_decode_tps": MIN_DECODE,
+        "max_concurrency": 16,
+        "input_tokens": 256,
+        "output_tokens": 32,  # a decode of 31 gaps: a late event moves the speed by under 1%
+        "requests": 4,
+        "context_requests": 3,
+    }
+    return asyncio.run(execute(_target(server), CapacityOptions(**{**fields, **changes})))
+
+
+def _valid(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    problems = [error.message for error in VALIDATOR.iter_errors(document)]
+    assert not problems, problems[:10]
+    assert to_json(capacity_results.CAPACITY_FILE.read(path)) == document
+    return document
+
+
+def test_the_search_finds_exactly_the_users_the_fake_serves_at_the_speed(tmp_path: Path) -> None:
+    """Gap 3 ms per stream at once: 6 streams decode at 55.6 tok/s, 7 at 47.6, so 6 users keep
+    50 tok/s. The search measures 1, 2, 4, 8, 6, 7 and answers 6 (7 failed on decode speed); the
+    file validates and is the tag's latest."""
+    server = Scripted(tmp_path, ttft_ms=20.0, itl_ms=3.0, itl_ms_per_other_stream=3.0, max_model_len=16384)
+    try:
+        result, path = _capacity(server, tmp_path, context=False)
+    finally:
+        server.close()
+    users = result.probes
+    assert [(p.value, p.passed) for p in users] == [(1, True), (2, True), (4, True), (8, False), (6, True), (7, False)]
+    assert (result.max_users.outcome, result.max_users.value, result.max_users.first_failed) == ("found", 6, 7)
+    failed = users[-1]
+    assert "below 50" in failed.failed_because[0]
+    assert failed.decode_tps_low is not None
+    assert 44 < failed.decode_tps_low < 50
+    assert result.longest_context is None
+    document = _valid(path)
+    assert document["schema_version"] == 1
+    assert document["criteria"] == {
+        "min_decode_tps": 50.0, "decode_percentile": 0.1, "max_ttft_ms": 2000.0, "ttft_percentile": 0.95
+    }  # fmt: skip
+    assert path.parent == tmp_path / "results" / "t" / "capacity"
+    assert to_json(latest_capacity(tmp_path / "results", "t")) == document
+
+
+def test_the_search_finds_the_longest_context_within_its_precision(tmp_path: Path) -> None:
+    """One stream's gap grows 17/5888 ms per prompt token, so prompts up to 5,888 tokens keep
+    50 tok/s: the answer passed, is at most 5,888, and the first failure is above 5,888 and at
+    most max(64, answer / 8) further; the search ran from --input-tokens up to the served
+    context less the output."""
+    per_token = (1000 / MIN_DECODE - 3.0) / CONTEXT_BOUNDARY
+    server = Scripted(tmp_path, ttft_ms=20.0, itl_ms=3.0, itl_ms_per_prompt_token=per_token, max_model_len=16384)
+    try:
+        result, path = _capacity(server, tmp_path, max_concurrency=1)
+    finally:
+        server.close()
+    assert result.max_users.outcome == "cap_passed"  # one stream, and the cap of 1 passed
+    answer = result.longest_context
+    assert answer is not None
+    assert answer.value is not None
+    assert answer.first_failed is not None
+    assert answer.outcome == "found"
+    assert answer.value <= CONTEXT_BOUNDARY < answer.first_failed
+    assert answer.first_failed - answer.value <= max(64, answer.value // 8)
+    assert (answer.lowest, answer.cap) == (256, 16384 - 32)
+    context = [probe.value for probe in result.probes if probe.axis == "context"]
+    assert context[:6] == [256, 512, 1024, 2048, 4096, 8192]
+    _valid(path)
+
+
+def test_streams_beyond_the_slots_wait_and_ttft_fails_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three slots: a fourth stream waits for one to free (TTFT up by most of an answer, 175 ms),
+    so with --max-ttft 0.08 the answer is 3 users; the CLI prints the levels in the order
+    measured and the answer, and files what it printed."""
+    monkeypatch.setenv("COLUMNS", "200")  # one line per level: the verdicts are long
+    server = Scripted(tmp_path, ttft_ms=20.0, itl_ms=5.0, slots=3, max_model_len=0)
+    try:
+        args = ["capacity", "--base-url", server.base_url, "--api-key", KEY, "--tag", "t"]
+        args += ["--results-dir", str(tmp_path / "results"), "--min-decode", "20", "--max-ttft", "0.08"]
+        args += ["--max-concurrency", "8", "--input-tokens", "64", "--output-tokens", "32", "--requests", "4"]
+        code = main([*args, "--no-context"])
+        out = capsys.readouterr().out
+        no_length = main(args)
+        err = capsys.readouterr().err
+    finally:
+        server.close()
+    assert code == 0, out
+    header, rows = read_table(out, "search")
+    assert header == ["search", "level", "ok", "decode p10", "TTFT p95", "verdict"]
+    assert [row[1] for row in rows] == ["c=1", "c=2", "c=4", "c=3"]
+    assert [row[5].split(":")[0] for row in rows] == ["pass", "pass", "fail", "pass"]
+    assert "TTFT p95" in rows[2][5]
+    assert "above 80" in rows[2][5]
+    assert "max users: 3 (4 failed)" in out
+    assert "longest context" not in out
+    (path,) = (tmp_path / "results" / "t" / "capacity").glob("*.json")
+    document = _valid(path)
+    assert document["longest_context"] is None
+    assert document["max_users"]["value"] == 3
+    assert no_length == 2
+    assert "--max-context: the server does not say its context length" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--min-decode", "0"], "--min-decode: must be above 0"),
+        (["--max-ttft", "-1"], "--max-ttft: must be above 0"),
+        (["--max-concurrency", "0"], "--max-concurrency: must be at least 1"),
+        (["--requests", "1"], "--requests: must be at least 2"),
+        (["--output-tokens", "1"], "--output-tokens: must be at least 2"),
+        (["--max-context", "100", "--input-tokens", "512"], "--max-context: must be at least 512"),
+    ],
+)
+def test_bad_flags_are_refused_by_name_before_any_request(
+    flags: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each impossible setting exits 2 with one line naming its flag (the URL is never tried)."""
+    code = main(["capacity", "--base-url", "http://127.0.0.1:9/v1", "--tag", "t", *flags])
+    assert code == 2
+    assert named in capsys.readouterr().err
+
+
+def test_the_committed_capacity_schema_is_the_generated_one() -> None:
+    """capacity.schema.json equals what the capacity types generate, and ships as package data."""
+    committed = json.loads(capacity_results.CAPACITY_FILE.schema_file.read_text(encoding="utf-8"))
+    assert committed == capacity_results.CAPACITY_FILE.schema(), "run `python -m bench.cli.schemas`"
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"measure/capacity/capacity.schema.json"' in pyproject
+
+
+def test_latest_capacity_reads_the_newest_and_refuses_other_versions(tmp_path: Path) -> None:
+    """No file: None; a file of another schema_version is refused naming it and both versions."""
+    assert latest_capacity(tmp_path, "t") is None
+    folder = tmp_path / "t" / "capacity"
+    folder.mkdir(parents=True)
+    (folder / "20260101T000000.000000Z.json").write_text('{"schema_version": 7}', encoding="utf-8")
+    with pytest.raises(
+        ResultFileError, match="schema_version 7; this bench reads bench capacity files of schema_version 1"
+    ):
+        latest_capacity(tmp_path, "t")

@@ -1,0 +1,126 @@
+"""bench report on result files of known figures: the cards' values, the plotted series, and the
+files it writes (the browser test, tests/integration/test_report_browser.py, looks at the page)."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.measure.capacity import result as capacity_results
+from bench.measure.compare import store
+from bench.measure.report import data as report_data
+from tests.synthetic_runs import Shape, file_run, make_run, report_results
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("results")
+    report_results(folder)
+    return folder
+
+
+def test_the_card_holds_the_tags_figures(results: Path) -> None:
+    card = report_data.card("mtp", store.runs(results, "mtp"), capacity="8 users", probes="passed", ttfo=(900.0, None))
+    assert card.runs == 4
+    assert card.decode_short is not None
+    assert card.decode_short.x == 64
+    assert card.decode_short.y == pytest.approx(1000 / 12, rel=0.05)
+    assert card.decode_long is not None
+    assert card.decode_long.x == 2048
+    assert card.decode_long.y == pytest.approx(1000 / 14.4, rel=0.05)
+    assert card.tokens_per_joule == 2.5
+    assert card.kwh_per_million_tokens == pytest.approx(1e6 / 2.5 / 3.6e6)
+    assert (card.capacity, card.probes, card.ttfo_thinking_on_ms, card.ttfo_thinking_off_ms) == (
+        "8 users",
+        "passed",
+        900.0,
+        None,
+    )
+
+
+def test_the_series_hold_what_each_plot_draws(results: Path) -> None:
+    base = report_data.series("base", store.runs(results, "base"))
+    mtp = report_data.series("mtp", store.runs(results, "mtp"))
+    assert [point.x for point in base.throughput] == [1.0, 4.0]
+    assert mtp.throughput[1].y > base.throughput[1].y
+    assert [point.x for point in base.ttft_by_context] == [64.0, 2048.0]
+    assert base.ttft_by_context[1].y == pytest.approx(900, rel=0.1)
+    assert mtp.ttft_by_context[1].y == pytest.approx(765, rel=0.1)
+    assert base.spec_acceptance is None
+    assert mtp.spec_acceptance == pytest.approx(0.7)
+    # The newest sweep's two levels, ten scrapes each, one after the other; usage in percent.
+    assert len(mtp.kv_usage) == 20
+    assert mtp.kv_usage[9].y == pytest.approx(20.0)
+    assert mtp.kv_usage[19].y == pytest.approx(70.0)
+    assert all(b.x > a.x for a, b in zip(mtp.kv_usage, mtp.kv_usage[1:], strict=False))
+    assert len(base.ttft_ms) > 0
+    assert len(base.itl_ms) > len(base.ttft_ms)
+
+
+def test_report_writes_one_page_with_every_plot_and_the_pngs(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    out = tmp_path / "report"
+    assert main(["report", "base", "mtp", "--results-dir", str(results), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Capability cards" in printed
+    assert re.search(r"decode, one stream, long prompt +[0-9.]+ tok/s at 2,048 tokens +[0-9.]+ tok/s at 2,048", printed)
+    assert "2.50" in printed
+    assert f"wrote {out / 'report.html'} and 6 PNGs beside it" in printed
+    names = ["throughput", "ttft", "itl", "ttft_context", "kv_usage", "spec_decode"]
+    assert sorted(path.name for path in out.iterdir()) == sorted([*(f"{name}.png" for name in names), "report.html"])
+    page = (out / "report.html").read_text()
+    embedded = dict(re.findall(r'data-plot="([a-z_]+)"[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page))
+    assert list(embedded) == names
+    for name, data in embedded.items():
+        assert base64.b64decode(data) == (out / f"{name}.png").read_bytes()
+    assert page.count('class="card"') == 2
+    # Self-contained and static: nothing to fetch, nothing to run.
+    assert re.findall(r'(?:src|href)="(?!data:)', page) == []
+    assert "<script" not in page
+
+
+def test_report_of_an_unknown_tag_is_a_config_error(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "nope", "--results-dir", str(results)]) == 2
+    assert capsys.readouterr().err.startswith("bench: error: tag 'nope': no result files under ")
+
+
+def test_the_capacity_line_comes_from_the_latest_capacity_search() -> None:
+    criteria = capacity_results.Criteria(
+        min_decode_tps=20, decode_percentile=0.1, max_ttft_ms=2000, ttft_percentile=0.95
+    )
+    found = capacity_results.CapacityResult(
+        schema_version=capacity_results.CAPACITY_FILE.version,
+        tag="mtp",
+        started_at="2026-11-11T12:00:00+00:00",
+        base_url="http://127.0.0.1:1/v1",
+        model="m",
+        engine="vllm",
+        served_context=65536,
+        criteria=criteria,
+        shape=capacity_results.Shape(input_tokens=512, output_tokens=128, requests=16, context_requests=3),
+        probes=[],
+        max_users=capacity_results.Answer(outcome="found", value=6, first_failed=7, lowest=1, cap=64),
+        longest_context=capacity_results.Answer(
+            outcome="cap_passed", value=65408, first_failed=None, lowest=512, cap=65408
+        ),
+    )
+    assert report_data.capacity_text(found) == (
+        "6 users (7 failed) at 20 tok/s each (p10), TTFT p95 under 2,000 ms; "
+        "one stream up to at least 65,408 prompt tokens (the cap passed)"
+    )
+    assert report_data.capacity_text(None) == "not measured (bench capacity)"
+
+
+def test_a_report_with_every_run_left_out_is_a_config_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    file_run(tmp_path, make_run("shaky", [Shape(100.0, 20.0, requests=12)], 1, trusted=False))
+    assert main(["report", "shaky", "--results-dir", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert "left out: shaky/" in captured.out
+    assert "--include-untrusted to use them" in captured.err
+    assert not (tmp_path / "out").exists()

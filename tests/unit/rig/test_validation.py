@@ -1,0 +1,464 @@
+"""Cross-field rules, run on the knobs Ansible really renders, one mutation per case."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+
+from bench.rig import validation
+from bench.rig.presets import FAMILIES, find_models_file, load_presets
+from bench.rig.problems import Problem
+from bench.rig.rules import RULES
+from bench.rig.rules.engine import LLAMACPP_OWNED_FLAGS, REASONING_PARSERS, TOOL_PARSERS
+from tests.helpers import REPO
+
+QWEN3_32B = {
+    "model": "qwen3-32b-awq",
+    "vllm_tool_call_parser": "hermes",
+    "vllm_quantization": "awq_marlin",
+    "vllm_max_model_len": 32768,
+    "vllm_language_model_only": False,
+}
+QWEN36 = {"model": "qwen3.6-35b-a3b-awq"}
+# Few enough sequences that the KV plan has nothing to warn about on 2 x 16 GB.
+FITS = {"vllm_max_num_seqs": 2}
+
+
+def _problems(rendered: dict[str, Any], overrides: dict[str, Any], host: dict[str, Any] | None = None) -> list[Problem]:
+    knobs = {**copy.deepcopy(rendered["knobs"]), **overrides}
+    facts = host if host is not None else rendered["host"]
+    return validation.check(knobs, facts, validation.resolve(knobs, facts))
+
+
+def _errors(problems: list[Problem]) -> list[Problem]:
+    return [problem for problem in problems if problem.severity == "error"]
+
+
+def _with_cc(rendered: dict[str, Any], cc: str) -> dict[str, Any]:
+    host = copy.deepcopy(rendered["host"])
+    for gpu in host["gpus"]:
+        gpu["compute_capability"] = cc
+    return host
+
+
+def test_rendered_defaults_resolve_per_host(rendered_cpu: dict[str, Any], rendered_gpu: dict[str, Any]) -> None:
+    """model: auto and vllm_device: auto pick gemma3-270m on cpu and Qwen3.8 on the two-GPU box."""
+    assert (rendered_cpu["device"], rendered_cpu["model"]) == ("cpu", "gemma3-270m")
+    assert (rendered_gpu["device"], rendered_gpu["model"]) == ("cuda", "qwen3.8-27b-w4a16")
+    gpu = rendered_gpu["knobs"]
+    assert (gpu["vllm_tensor_parallel_size"], gpu["vllm_kv_cache_dtype"], gpu["vllm_attention_backend"]) == (
+        2,
+        "fp8",
+        "TRITON_ATTN",
+    )
+    cpu = rendered_cpu["knobs"]
+    assert (cpu["vllm_tensor_parallel_size"], cpu["vllm_kv_cache_dtype"], cpu["vllm_attention_backend"]) == (
+        1,
+        "auto",
+        "",
+    )
+
+
+GOOD = [
+    ("cpu", {}),
+    ("cpu", {"inference_engine": "llamacpp"}),
+    ("cpu", {"inference_engine": "ollama"}),
+    ("gpu", {}),
+    ("gpu", {"vllm_mtp": True, "vllm_mtp_tokens": 2}),
+    ("gpu", QWEN36),
+    ("gpu", QWEN3_32B),
+    ("gpu", {"inference_engine": "ollama"}),
+    ("gpu", {**QWEN3_32B, "inference_engine": "llamacpp"}),
+    ("gpu", {"vllm_host": "192.168.1.10"}),
+    ("gpu", {"llmrig_api_key": "a" * 32}),
+]
+
+
+def test_rope_override_lifts_the_native_limit_but_not_the_memory_limit(rendered_gpu: dict[str, Any]) -> None:
+    """YaRN past the native 262,144 tokens is allowed; on 2 x 16 GB the KV plan then says it cannot start."""
+    errors = _errors(
+        _problems(
+            rendered_gpu, {"vllm_max_model_len": 524288, "vllm_rope_override": {"rope_scaling": {"rope_type": "yarn"}}}
+        )
+    )
+    assert [problem.variable for problem in errors] == ["vllm_max_model_len"]
+    assert "vLLM refuses to start" in errors[0].message
+    assert "native context" not in errors[0].message
+
+
+@pytest.mark.parametrize(("host", "overrides"), GOOD, ids=[f"{h}-{o}" for h, o in GOOD])
+def test_good_configurations_pass(host: str, overrides: dict[str, Any], request: pytest.FixtureRequest) -> None:
+    """Shipped defaults and sensible overrides raise no error."""
+    rendered = request.getfixturevalue(f"rendered_{host}")
+    assert _errors(_problems(rendered, overrides)) == []
+
+
+BAD = [
+    ("cpu", {"inference_engine": "docker"}, "inference_engine"),
+    ("cpu", {"vllm_device": "gpu"}, "vllm_device"),
+    ("cpu", {"vllm_device": "cuda"}, "vllm_device"),
+    ("cpu", {"model": "llama-70b"}, "model"),
+    ("cpu", {"model_auto_cpu": "missing"}, "model_auto_cpu"),
+    ("cpu", {"model_presets": {}}, "model_presets"),
+    ("cpu", {"model_presets": {"gemma3-270m": {"family": "gemma3"}}}, "model_presets.gemma3-270m"),
+    ("cpu", {"model": "qwen3.8-27b-w4a16"}, "model"),
+    ("cpu", {"vllm_tensor_parallel_size": 2}, "vllm_tensor_parallel_size"),
+    ("cpu", {"inference_engine": "llamacpp", "vllm_tensor_parallel_size": "two"}, "vllm_tensor_parallel_size"),
+    ("gpu", {"vllm_tensor_parallel_size": 4}, "vllm_tensor_parallel_size"),
+    ("gpu", {"vllm_pipeline_parallel_size": 2}, "vllm_tensor_parallel_size"),
+    ("gpu", {"vllm_tensor_parallel_size": 0}, "vllm_tensor_parallel_size"),
+    ("gpu", {"vllm_tool_call_parser": "hermes"}, "vllm_tool_call_parser"),
+    ("gpu", {**QWEN3_32B, "vllm_tool_call_parser": "qwen3_coder"}, "vllm_tool_call_parser"),
+    ("gpu", {"vllm_tool_call_parser": "", "vllm_enable_auto_tool_choice": True}, "vllm_enable_auto_tool_choice"),
+    ("gpu", {"vllm_reasoning_parser": "deepseek_r1"}, "vllm_reasoning_parser"),
+    ("cpu", {"vllm_reasoning_parser": "qwen3"}, "vllm_reasoning_parser"),
+    ("gpu", {"vllm_quantization": "awq_marlin"}, "vllm_quantization"),
+    ("gpu", {**QWEN3_32B, "vllm_quantization": "compressed-tensors"}, "vllm_quantization"),
+    ("gpu", {"vllm_max_num_batched_tokens": 2048}, "vllm_max_num_batched_tokens"),
+    ("gpu", {**QWEN3_32B, "vllm_max_num_batched_tokens": 4, "vllm_max_num_seqs": 8}, "vllm_max_num_batched_tokens"),
+    ("gpu", {"vllm_max_num_seqs": 0}, "vllm_max_num_seqs"),
+    ("gpu", {**QWEN3_32B, "vllm_mtp": True}, "vllm_mtp"),
+    ("cpu", {"vllm_mtp": True}, "vllm_mtp"),
+    ("gpu", {"vllm_mtp": True, "vllm_mtp_tokens": 9}, "vllm_mtp_tokens"),
+    ("gpu", {"vllm_max_model_len": 524288}, "vllm_max_model_len"),
+    ("gpu", {"vllm_max_model_len": "lots"}, "vllm_max_model_len"),
+    ("gpu", {**QWEN3_32B, "inference_engine": "ollama", "ollama_context_length": 65536}, "ollama_context_length"),
+    ("gpu", {"llmrig_disk_headroom_gib": 10**7}, "llmrig_models_dir"),
+    ("gpu", {"open_webui_port": 8000}, "open_webui_port"),
+    ("gpu", {"llamacpp_port": 70000}, "llamacpp_port"),
+    ("cpu", {"vllm_kv_cache_dtype": "fp8"}, "vllm_kv_cache_dtype"),
+    ("gpu", {"vllm_attention_backend": "FLASH_ATTN"}, "vllm_attention_backend"),
+    ("cpu", {"vllm_attention_backend": "TRITON_ATTN"}, "vllm_attention_backend"),
+    ("gpu", {"vllm_gpu_memory_utilization": 1.5}, "vllm_gpu_memory_utilization"),
+    ("gpu", {"vllm_kv_cache_memory_bytes": "four gigs"}, "vllm_kv_cache_memory_bytes"),
+    ("cpu", {"vllm_cpu_kvcache_space_gib": 10**4}, "vllm_cpu_kvcache_space_gib"),
+    ("gpu", {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
+    ("gpu", {"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, "llmrig_allowed_client_cidrs"),
+    ("gpu", {"ollama_host": "my-box"}, "ollama_host"),
+    # No firewall: an engine off loopback needs llmrig_allow_unfiltered; Ollama off loopback never passes.
+    ("gpu", {"llmrig_firewall_enabled": False, "vllm_host": "0.0.0.0"}, "llmrig_allow_unfiltered"),
+    (
+        "cpu",
+        {"llmrig_firewall_enabled": "false", "inference_engine": "llamacpp", "llamacpp_host": "0.0.0.0"},
+        "llmrig_allow_unfiltered",
+    ),
+    (
+        "gpu",
+        {
+            "llmrig_firewall_enabled": False,
+            "llmrig_allow_unfiltered": True,
+            "inference_engine": "ollama",
+            "ollama_host": "0.0.0.0",
+        },
+        "ollama_host",
+    ),
+    ("gpu", {"llmrig_api_key": "short"}, "llmrig_api_key"),
+    ("gpu", {"vllm_extra_args": ["--enforce-eager", "--api-key", "s3cretKeyValue12345"]}, "vllm_extra_args"),
+    ("gpu", {"vllm_extra_args": ["--hf-token=hf_s3cretTokenValue"]}, "vllm_extra_args"),
+    ("cpu", {"inference_engine": "llamacpp", "llamacpp_extra_args": ["--api-key", "k" * 20]}, "llamacpp_extra_args"),
+    ("gpu", {"inference_engine": "llamacpp"}, "model"),
+    ("gpu", {"nvidia_driver_branch": 570}, "nvidia_driver_branch"),
+    ("cpu", {"nvidia_driver_branch": "latest"}, "nvidia_driver_branch"),
+]
+
+
+@pytest.mark.parametrize(
+    ("host", "overrides", "variable"), BAD, ids=[f"{h}-{v}-{i}" for i, (h, _, v) in enumerate(BAD)]
+)
+def test_bad_configuration_names_the_variable(
+    host: str, overrides: dict[str, Any], variable: str, request: pytest.FixtureRequest
+) -> None:
+    """Each broken configuration yields an error whose variable is the knob to change."""
+    rendered = request.getfixturevalue(f"rendered_{host}")
+    errors = _errors(_problems(rendered, overrides))
+    assert variable in [error.variable for error in errors], errors
+    assert all(error.render().startswith(f"{error.variable}: ") for error in errors)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"vllm_host": "0.0.0.0"},  # the firewall admits only the allowed client networks
+        {"llmrig_firewall_enabled": False},  # every engine on loopback
+        {"llmrig_firewall_enabled": False, "vllm_host": "0.0.0.0", "llmrig_allow_unfiltered": True},
+        {"llmrig_firewall_enabled": False, "ollama_host": "0.0.0.0"},  # Ollama is not the engine
+        {"inference_engine": "ollama", "ollama_host": "0.0.0.0"},  # behind the firewall
+    ],
+)
+def test_the_firewall_rule_passes(overrides: dict[str, Any], rendered_gpu: dict[str, Any]) -> None:
+    """Without the firewall only the active engine's bind address matters, and the unfiltered
+    switch lets an authenticating engine through; with the firewall nothing here is refused."""
+    errors = _errors(_problems(rendered_gpu, {**overrides, **FITS}))
+    assert [error.variable for error in errors if error.variable in ("llmrig_allow_unfiltered", "ollama_host")] == []
+
+
+def test_fp8_needs_compute_capability_8_9(rendered_gpu: dict[str, Any]) -> None:
+    """fp8 KV passes on sm_120 and sm_89 and fails on an Ampere card (8.6)."""
+    assert _errors(_problems(rendered_gpu, {}, _with_cc(rendered_gpu, "8.9"))) == []
+    errors = _errors(_problems(rendered_gpu, {}, _with_cc(rendered_gpu, "8.6")))
+    assert [error.variable for error in errors] == ["vllm_kv_cache_dtype"]
+    assert _errors(_problems(rendered_gpu, {"vllm_kv_cache_dtype": "auto"}, _with_cc(rendered_gpu, "8.6"))) == []
+    assert _errors(_problems(rendered_gpu, {"inference_engine": "ollama"}, _with_cc(rendered_gpu, "8.6"))) == []
+
+
+def test_tensor_parallel_must_divide_attention_heads(rendered_gpu: dict[str, Any]) -> None:
+    """TP 3 on a four-GPU box cannot split Qwen3.6's 16 attention heads."""
+    host = copy.deepcopy(rendered_gpu["host"])
+    host["gpus"] = host["gpus"] * 2
+    errors = _errors(_problems(rendered_gpu, {**QWEN36, "vllm_tensor_parallel_size": 3}, host))
+    assert [error.variable for error in errors] == ["vllm_tensor_parallel_size"]
+    assert "does not divide the 16 attention heads" in errors[0].message
+
+
+def test_unknown_compute_capability_warns(rendered_gpu: dict[str, Any]) -> None:
+    """A GPU whose capability lspci could not tell gets a warning, not an error."""
+    problems = _problems(rendered_gpu, {}, _with_cc(rendered_gpu, ""))
+    assert _errors(problems) == []
+    assert "vllm_kv_cache_dtype" in [problem.variable for problem in problems if problem.severity == "warning"]
+
+
+def test_non_debian_host_fails(rendered_cpu: dict[str, Any]) -> None:
+    """A host that is not Debian-family is refused before any apt task could run."""
+    host = copy.deepcopy(rendered_cpu["host"])
+    host["os"] = {"family": "rhel", "pretty_name": "Rocky Linux 9"}
+    assert [error.variable for error in _errors(_problems(rendered_cpu, {}, host))] == ["inventory"]
+
+
+def test_unpinned_revision_warns(rendered_gpu: dict[str, Any]) -> None:
+    """A branch name as revision is allowed but warned about."""
+    problems = _problems(rendered_gpu, {"vllm_model_revision": "main", **FITS})
+    assert _errors(problems) == []
+    assert [p.variable for p in problems if p.severity == "warning"] == ["vllm_model_revision"]
+
+
+def test_high_memory_utilization_warns(rendered_gpu: dict[str, Any]) -> None:
+    """0.97 is legal but leaves no room for what the profiler misses."""
+    problems = _problems(rendered_gpu, {"vllm_gpu_memory_utilization": 0.97, **FITS})
+    findings = [p for p in problems if p.severity != "info"]
+    assert [p.variable for p in findings] == ["vllm_gpu_memory_utilization"]
+    assert findings[0].severity == "warning"
+
+
+def test_every_rule_is_exercised() -> None:
+    """Each rule in RULES has at least one failing case above (no rule ships untested)."""
+    tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
+    tested |= {"kv-plan", "nvidia_driver_gpu_count"}  # test_kv_plan_* and the driver's GPU count below
+    tested |= {"vllm_extra_args"}  # test_extra_args_* below
+    tested |= {"llmrig_config_dir", "vllm_port"}  # tests/unit/plugins/test_host_probe.py
+    tested |= {"llmrig_ssh_allowed_cidrs"}  # test_a_network_of_every_address_needs_the_opt_in
+    produced = {
+        "rule_host_os": "inventory",
+        "rule_kv_plan": "kv-plan",
+        "rule_engine_serves_preset": "model",
+        "rule_parallelism": "vllm_tensor_parallel_size",
+        "rule_parsers": "vllm_tool_call_parser",
+        "rule_quantization": "vllm_quantization",
+        "rule_batching": "vllm_max_num_batched_tokens",
+        "rule_mtp": "vllm_mtp",
+        "rule_context": "vllm_max_model_len",
+        "rule_disk": "llmrig_models_dir",
+        "rule_ports": "open_webui_port",
+        "rule_kv_cache_dtype": "vllm_kv_cache_dtype",
+        "rule_device_flags": "vllm_gpu_memory_utilization",
+        "rule_cpu_memory": "vllm_cpu_kvcache_space_gib",
+        "rule_network": "llmrig_allowed_client_cidrs",
+        "rule_exposure": "llmrig_ssh_allowed_cidrs",
+        "rule_firewall": "llmrig_allow_unfiltered",
+        "rule_secrets": "llmrig_api_key",
+        "rule_extra_args": "vllm_extra_args",
+        "rule_paths": "llmrig_config_dir",
+        "rule_port_free": "vllm_port",
+        "rule_pinned_revision": "vllm_model_revision",
+        "rule_driver_branch": "nvidia_driver_branch",
+        "rule_driver_gpu_count": "nvidia_driver_gpu_count",
+    }
+    assert {rule.__name__ for rule in RULES} == set(produced)
+    assert set(produced.values()) <= tested
+
+
+def test_kv_plan_reports_the_pool_and_warns_when_max_num_seqs_do_not_fit(rendered_gpu: dict[str, Any]) -> None:
+    """Defaults on 2 x 16 GB: 8 sequences of 65,536 tokens do not all fit; the plan says how many do."""
+    problems = _problems(rendered_gpu, {})
+    notes = [p.message for p in problems if p.severity == "info"]
+    assert len(notes) == 1
+    assert notes[0].startswith("KV plan: 228,010 tokens, 3.48 sequences of 65,536")
+    warnings = [p for p in problems if p.severity == "warning"]
+    assert [p.variable for p in warnings] == ["vllm_max_num_seqs"]
+    assert "fit up to vllm_max_model_len 21,952" in warnings[0].message
+    assert [p for p in _problems(rendered_gpu, FITS) if p.severity == "warning"] == []
+
+
+def test_kv_plan_fails_when_one_sequence_cannot_fit(rendered_gpu: dict[str, Any]) -> None:
+    """262,144 tokens at 0.8 utilization: vLLM would refuse to start; the error suggests what fits."""
+    errors = _errors(_problems(rendered_gpu, {"vllm_max_model_len": 262144, "vllm_gpu_memory_utilization": 0.8}))
+    assert [p.variable for p in errors] == ["vllm_max_model_len"]
+    assert "vLLM refuses to start" in errors[0].message
+    assert "the largest that fits is" in errors[0].message
+
+
+def test_kv_plan_is_exact_on_the_cpu_device(rendered_cpu: dict[str, Any]) -> None:
+    """gemma3-270m with VLLM_CPU_KVCACHE_SPACE=1: the pool vllm-cpu 0.32 logged, 55,356 tokens."""
+    notes = [p.message for p in _problems(rendered_cpu, {}) if p.severity == "info"]
+    assert notes == [
+        "KV plan: 55,356 tokens, 27.03 sequences of 2,048 (blocks of 128 tokens); `bench plan` prints the arithmetic"
+    ]
+
+
+def test_a_secret_flag_in_extra_args_is_named_never_echoed(rendered_gpu: dict[str, Any]) -> None:
+    errors = _errors(_problems(rendered_gpu, {"vllm_extra_args": ["--api-key", "s3cretKeyValue12345"]}))
+    assert [error.variable for error in errors] == ["vllm_extra_args"]
+    assert "--api-key" in errors[0].message
+    assert "s3cretKeyValue12345" not in errors[0].render()
+
+
+def test_the_parser_tables_cover_every_preset_family_and_each_presets_own_parsers() -> None:
+    """A family added to presets.FAMILIES without parser rows would crash rule_parsers with a
+    KeyError; a preset whose own parsers the tables refuse could never pass preflight."""
+    assert set(TOOL_PARSERS) == set(FAMILIES)
+    assert set(REASONING_PARSERS) == set(FAMILIES)
+    presets = load_presets(find_models_file(REPO))
+    assert presets
+    for preset in presets.values():
+        assert preset.family in FAMILIES, preset.name
+        assert preset.tool_call_parser in ("", *TOOL_PARSERS[preset.family]), preset.name
+        assert preset.reasoning_parser in ("", *REASONING_PARSERS[preset.family]), preset.name
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"linear_attention": {"key_heads": 10}}, "does not divide the 10 linear-attention key heads"),
+        ({"linear_attention": {"value_heads": 30}}, "does not divide the 30 linear-attention value heads"),
+        (
+            {"attention_heads": 24, "kv_heads": 6},
+            "4 and the 6 KV heads of qwen3.6-35b-a3b-awq do not divide one another",
+        ),
+    ],
+)
+def test_tensor_parallel_must_divide_every_head_count(
+    rendered_gpu: dict[str, Any], change: dict[str, Any], says: str
+) -> None:
+    """TP 4 on a four-GPU box splits Qwen3.6's 16 query heads, but not a hybrid's linear-attention
+    heads or KV heads that neither divide nor are divided by it."""
+    host = copy.deepcopy(rendered_gpu["host"])
+    host["gpus"] = host["gpus"] * 2
+    presets = copy.deepcopy(rendered_gpu["knobs"]["model_presets"])
+    architecture = presets["qwen3.6-35b-a3b-awq"]["architecture"]
+    for key, value in change.items():
+        if isinstance(value, dict):
+            architecture[key].update(value)
+        else:
+            architecture[key] = value
+    overrides = {**QWEN36, "model_presets": presets, "vllm_tensor_parallel_size": 4}
+    errors = _errors(_problems(rendered_gpu, overrides, host))
+    assert any(says in error.message for error in errors if error.variable == "vllm_tensor_parallel_size"), errors
+    unchanged = _errors(_problems(rendered_gpu, {**QWEN36, "vllm_tensor_parallel_size": 4}, host))
+    assert not any("heads" in error.message for error in unchanged), unchanged
+
+
+def test_an_empty_reasoning_parser_for_a_thinking_model_is_refused(rendered_gpu: dict[str, Any]) -> None:
+    """Qwen3.8 thinks: without a reasoning parser its thinking would arrive as content. Allowed
+    when the chat template turns thinking off, and for other engines."""
+    errors = _errors(_problems(rendered_gpu, {"vllm_reasoning_parser": ""}))
+    assert [error.variable for error in errors] == ["vllm_reasoning_parser"]
+    assert "qwen3.8-27b-w4a16 thinks" in errors[0].message
+    assert "use qwen3" in errors[0].message
+    off = {"vllm_reasoning_parser": "", "vllm_default_chat_template_kwargs": {"enable_thinking": False}}
+    assert _errors(_problems(rendered_gpu, off)) == []
+    assert _errors(_problems(rendered_gpu, {"vllm_reasoning_parser": "", "inference_engine": "ollama"})) == []
+
+
+def test_a_model_that_does_not_think_needs_no_reasoning_parser(rendered_cpu: dict[str, Any]) -> None:
+    assert _errors(_problems(rendered_cpu, {"vllm_reasoning_parser": ""})) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "variable", "says"),
+    [
+        ({"vllm_extra_args": " "}, "vllm_extra_args", "needs a YAML list of strings"),
+        ({"vllm_extra_args": "--swap-space 4"}, "vllm_extra_args", "got a string '--swap-space 4'"),
+        (
+            {"vllm_extra_args": ["--max-model-len", "1000000"]},
+            "vllm_extra_args",
+            "--max-model-len is set by vllm_max_model_len",
+        ),
+        (
+            {"vllm_extra_args": ["--max_model_len=1000000"]},
+            "vllm_extra_args",
+            "--max_model_len is set by vllm_max_model_len",
+        ),
+        ({"vllm_extra_args": ["-tp", "2"]}, "vllm_extra_args", "-tp is set by vllm_tensor_parallel_size"),
+        ({"vllm_extra_args": [""]}, "vllm_extra_args", "holds an empty argument"),
+        ({"vllm_extra_args": [{"--swap-space": 4}]}, "vllm_extra_args", "every argument must be a string"),
+        ({"llamacpp_extra_args": ["-c", "8192"]}, "llamacpp_extra_args", "-c is set by llamacpp_ctx_size"),
+        ({"llamacpp_extra_args": "--flash-attn"}, "llamacpp_extra_args", "needs a YAML list of strings"),
+    ],
+)
+def test_extra_args_are_a_list_of_strings_without_owned_flags(
+    rendered_gpu: dict[str, Any], overrides: dict[str, Any], variable: str, says: str
+) -> None:
+    errors = _errors(_problems(rendered_gpu, overrides))
+    assert [error.variable for error in errors] == [variable], errors
+    assert says in errors[0].message
+
+
+def test_extra_args_that_no_knob_owns_pass(rendered_gpu: dict[str, Any]) -> None:
+    good = {"vllm_extra_args": ["--swap-space", "4", "--seed=1", 7], "llamacpp_extra_args": ["--flash-attn", "on"]}
+    assert _errors(_problems(rendered_gpu, good)) == []
+
+
+def test_llamacpp_owned_flags_cover_the_flags_the_role_writes() -> None:
+    """Every flag in roles/llamacpp/vars/main.yml's _llamacpp_args is in LLAMACPP_OWNED_FLAGS."""
+    text = (REPO / "roles/llamacpp/vars/main.yml").read_text(encoding="utf-8")
+    block = text[text.index("_llamacpp_args:") : text.index("+ llamacpp_extra_args")]
+    written = set(re.findall(r"'(--[a-z-]+)'", block))
+    assert written, block
+    assert written <= set(LLAMACPP_OWNED_FLAGS), written - set(LLAMACPP_OWNED_FLAGS)
+
+
+def test_the_driver_branch_floor_is_580(rendered_gpu: dict[str, Any]) -> None:
+    """Branch 580 passes, 579 fails naming nvidia_driver_branch and the floor."""
+    assert _errors(_problems(rendered_gpu, {"nvidia_driver_branch": 580})) == []
+    errors = _errors(_problems(rendered_gpu, {"nvidia_driver_branch": 579}))
+    assert [error.variable for error in errors] == ["nvidia_driver_branch"]
+    assert "below 580" in errors[0].message
+
+
+def test_a_gpu_count_unlike_the_box_warns(rendered_gpu: dict[str, Any], rendered_cpu: dict[str, Any]) -> None:
+    """Two cards found but one expected: a warning (the driver role fails its check later); no GPU: nothing."""
+    problems = _problems(rendered_gpu, {"nvidia_driver_gpu_count": 1, **FITS})
+    assert _errors(problems) == []
+    assert "nvidia_driver_gpu_count" in [p.variable for p in problems if p.severity == "warning"]
+    cpu = _problems(rendered_cpu, {"nvidia_driver_gpu_count": 1})
+    assert "nvidia_driver_gpu_count" not in [p.variable for p in cpu]
+
+
+def test_a_network_of_every_address_needs_the_opt_in(rendered_gpu: dict[str, Any]) -> None:
+    world = {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": ["192.168.1.0/24", "0.0.0.0/0"]}
+    errors = _errors(_problems(rendered_gpu, {**world, **FITS}))
+    assert [error.render() for error in errors] == [
+        "llmrig_allowed_client_cidrs: 0.0.0.0/0 admits every address on the internet; list your own networks, "
+        "or set llmrig_allow_any_network: true if that is really meant"
+    ]
+    ssh = _errors(_problems(rendered_gpu, {"llmrig_ssh_allowed_cidrs": ["::/0"], **FITS}))
+    assert [error.variable for error in ssh] == ["llmrig_ssh_allowed_cidrs"]
+    opted_in = {**world, "llmrig_ssh_allowed_cidrs": ["::/0"], "llmrig_allow_any_network": True, **FITS}
+    assert _errors(_problems(rendered_gpu, opted_in)) == []
+
+
+def test_ollama_off_loopback_behind_the_firewall_is_a_loud_warning(rendered_gpu: dict[str, Any]) -> None:
+    problems = _problems(rendered_gpu, {"inference_engine": "ollama", "ollama_host": "0.0.0.0"})
+    assert _errors(problems) == []
+    warnings = [p.render() for p in problems if p.severity == "warning"]
+    assert any(w.startswith("ollama_host: is 0.0.0.0, off loopback: Ollama has no authentication") for w in warnings)
+    quiet = _problems(rendered_gpu, {"inference_engine": "ollama"})
+    assert not any(p.variable == "ollama_host" for p in quiet)
+
+
+def test_a_preset_the_engine_cannot_serve_is_the_only_finding(rendered_cpu: dict[str, Any]) -> None:
+    """The CUDA-only checkpoint on a CPU host: one error naming model, not also the RAM it would need."""
+    errors = _errors(_problems(rendered_cpu, {"model": "qwen3.8-27b-w4a16"}))
+    assert [error.variable for error in errors] == ["model"]
