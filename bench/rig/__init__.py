@@ -9,7 +9,9 @@ planner (:mod:`~bench.rig.plan`, its arithmetic :mod:`~bench.rig.plan_math`, its
 table (:mod:`~bench.rig.engines`), the firewall's rules (:mod:`~bench.rig.firewall`), the literal
 knobs of group_vars (:mod:`~bench.rig.group_vars`), the parsers of knob values
 (:mod:`~bench.rig.values`) and the NVIDIA driver's probe parsers and decisions
-(:mod:`~bench.rig.nvidia_probes`, :mod:`~bench.rig.nvidia`).
+(:mod:`~bench.rig.nvidia_probes`, :mod:`~bench.rig.nvidia`); the variable reference
+``docs/variables.md`` is generated from the knob specification (:mod:`~bench.rig.specs`) by
+:mod:`~bench.rig.variables_page`.
 The filter plugin in ``ansible/plugins/filter``
 imports these modules on the controller, so importing any of them stays cheap: the standard
 library and PyYAML (which Ansible itself needs), nothing of the measuring harness or the CLI.

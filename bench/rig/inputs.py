@@ -135,7 +135,7 @@ def unknown_names(names: Iterable[str], known: Iterable[str], where: Mapping[str
         if name in knobs or name in PUBLISHED_FACTS:
             continue
         close = difflib.get_close_matches(name, knobs, n=3, cutoff=0.75)
-        hint = f"did you mean {' or '.join(close)}?" if close else "see the variable reference in README.md"
+        hint = f"did you mean {' or '.join(close)}?" if close else "see the variable reference in docs/variables.md"
         problems.append(Problem(name, f"is not an llmrig knob{_at(name, where)}; {hint}"))
     return problems
 

@@ -1,7 +1,7 @@
 """bench report's page in a real browser: Debian's Chromium, headless, driven by Playwright
 (tests/browser.py), opens the page from disk; every plot decodes at its size, both capability
 cards show, the page fetches nothing but itself, and a screenshot is kept
-(build/artifacts/report/report.png, the one the README shows)."""
+(build/artifacts/report/report.png, the one docs/bench-report.md shows)."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def test_a_typo_names_the_closest_knob_and_where_it_was_set() -> None:
 def test_a_name_close_to_nothing_points_at_the_reference() -> None:
     problems = unknown_names(["vllm_frobnicate"], SPEC, {})
     assert [p.render() for p in problems] == [
-        "vllm_frobnicate: is not an llmrig knob; see the variable reference in README.md"
+        "vllm_frobnicate: is not an llmrig knob; see the variable reference in docs/variables.md"
     ]
 
 

@@ -237,26 +237,27 @@ def test_each_role_readme_says_where_its_knobs_are_typed() -> None:
         assert "meta/argument_specs.yml" in readme, role
 
 
-def test_the_readme_says_where_each_knob_is_typed() -> None:
-    """The variable reference's "typed in" column names the role (and a non-main entry point) of each knob's spec."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Variable reference", 1)[1].split("\n## ", 1)[0]
+def test_the_variable_reference_says_where_each_knob_is_typed() -> None:
+    """The variable reference's "typed in" column (docs/variables.md) names the role (and a non-main
+    entry point) of each knob's spec."""
+    page = (REPO / "docs" / "variables.md").read_text(encoding="utf-8")
+    section = page.split("# Variable reference", 1)[1]
     rows = re.findall(r"^\| `([a-z_]+)` \|.*\| `([a-z_]+)`( \(([a-z_]+)\))? \|$", section, flags=re.MULTILINE)
     documented = {name: (role, entry or "main") for name, role, _, entry in rows}
     assert documented == {name: _entry_of(name) for name in knob_names()}
 
 
-def test_every_numeric_knob_states_its_range_and_the_readme_shows_it() -> None:
+def test_every_numeric_knob_states_its_range_and_the_reference_shows_it() -> None:
     """An int or float knob ends its description in a Range: sentence that bench.rig.inputs
-    parses, and the variable reference's row says the same range."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    parses, and the variable reference's row (docs/variables.md) says the same range."""
+    page = (REPO / "docs" / "variables.md").read_text(encoding="utf-8")
     spec = merged_spec()
     numeric = sorted(name for name, option in spec.items() if option.get("type") in ("int", "float"))
     assert numeric
     found = ranges(spec)
     assert [name for name in numeric if name not in found] == []
     for name in numeric:
-        row = re.search(rf"^\| `{name}` \|.*$", readme, flags=re.MULTILINE)
+        row = re.search(rf"^\| `{name}` \|.*$", page, flags=re.MULTILINE)
         assert row is not None, name
         assert f"Range: {found[name].text}." in row.group(0), row.group(0)
 
