@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.rig.engines import ENGINES
 from bench.rig.problems import Problem
 from bench.rig.vllm_flags import SECRET_NAME
 
@@ -37,14 +38,13 @@ class _Hidden:
 HIDDEN = _Hidden()
 
 # A variable with one of these prefixes is meant as a knob (the roles' own variables start with
-# an underscore or with their role's name, and none of these roles is named so).
+# an underscore or with their role's name, and none of these roles is named so): the shared
+# prefixes, and every engine's from the engine table.
 KNOB_PREFIXES = (
     "llmrig_",
     "inference_",
     "model_",
-    "vllm_",
-    "ollama_",
-    "llamacpp_",
+    *(engine.knob_prefix for engine in ENGINES),
     "open_webui_",
     "watchdog_",
     "engine_",

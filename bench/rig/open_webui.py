@@ -16,7 +16,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench.errors import ConfigError
-from bench.rig.values import truthy
+from bench.rig.engines import Engine
+from bench.rig.values import FALSE_STRINGS, truthy
 
 # Knob -> Open WebUI's variable for each background generation that sends extra requests to the
 # model (users report title generation alone slowing a first answer 2-3x on a few-slot engine).
@@ -54,6 +55,25 @@ def engine_base_url(health_url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigError(f"llmrig_engine.health_url: {health_url!r} is not an http(s) URL")
     return f"{parts.scheme}://{parts.netloc}/v1"
+
+
+def _set(value: Any) -> bool:
+    """Whether a knob is set: true, a number other than 0, or a string that is neither empty nor
+    one Ansible reads as false (a parser's name is set; ``"False"`` from a rendered bool is not)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        return bool(text) and text not in FALSE_STRINGS
+    return bool(value)
+
+
+def native_tools(engine: Engine, knobs: Mapping[str, Any], preset_tool_parser: str) -> bool:
+    """Whether ``engine`` takes OpenAI ``tools`` (Open WebUI's native function calling sends them
+    with every chat): when its row of the engine table names tool knobs, only with every one of
+    them set in ``knobs`` (vLLM: a tool parser and auto tool choice); otherwise when the preset
+    has a tool-call format (``preset_tool_parser`` not empty)."""
+    if engine.tool_knobs:
+        return all(_set(knobs.get(knob)) for knob in engine.tool_knobs)
+    return bool(str(preset_tool_parser or "").strip())
 
 
 def _flag(value: Any) -> str:

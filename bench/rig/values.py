@@ -7,6 +7,8 @@ from typing import Any
 
 # The strings Ansible itself reads as true (its ``bool`` filter and boolean options), in any case.
 TRUE_STRINGS = frozenset(("1", "true", "yes", "on", "y", "t"))
+# And as false.
+FALSE_STRINGS = frozenset(("0", "false", "no", "off", "n", "f"))
 # Bind addresses that mean every interface; a client on the same host dials loopback instead.
 WILDCARD_HOSTS = ("0.0.0.0", "::")
 

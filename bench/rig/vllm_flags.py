@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.rig.argv import flag_name
 from bench.rig.values import truthy
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -124,12 +125,9 @@ OWNED_FLAGS: Mapping[str, str] = {
 
 
 def owned_flag(arg: str) -> str | None:
-    """The knob that owns the flag ``arg`` (``--max_model_len=4096`` counts as ``--max-model-len``),
-    or None for a flag no knob sets."""
-    flag = arg.split("=", 1)[0]
-    if flag.startswith("--"):
-        flag = "--" + flag[2:].replace("_", "-")
-    return OWNED_FLAGS.get(flag)
+    """The knob that owns the flag ``arg`` (``--max_model_len=4096`` counts as ``--max-model-len``,
+    as :func:`bench.rig.argv.flag_name` spells it), or None for a flag no knob sets."""
+    return OWNED_FLAGS.get(flag_name(arg) or "")
 
 
 def serve_args(knobs: Mapping[str, Any], *, device: str, model_path: str, chat_template_path: str) -> list[str]:

@@ -68,6 +68,19 @@ def llmrig_engine_units(scope: str) -> dict[str, str]:
     return engines.engine_units(str(scope))
 
 
+def llmrig_engine_knobs(scope: str, kind: str) -> list[str]:
+    """Knob names from bench's engine table (bench.rig.engines.engine_knobs): ``'all' |
+    llmrig_engine_knobs('endpoint')`` for every engine's host and port knobs, an engine's name for
+    its own; kinds endpoint, context, extra_args, paths, gpus and tools."""
+    return engines.engine_knobs(str(scope), str(kind))
+
+
+def llmrig_native_tools(engine: str, knobs: dict[str, Any], preset_tool_parser: str) -> bool:
+    """Whether the engine takes OpenAI ``tools``, from its tool knobs' values or the preset's
+    tool-call parser (bench.rig.open_webui.native_tools)."""
+    return open_webui.native_tools(engines.engine_named(str(engine)), knobs, str(preset_tool_parser or ""))
+
+
 @functools.lru_cache(maxsize=4)
 def _role_specs(roles: tuple[str, ...], roles_dir: str) -> dict[str, dict[str, Any]]:
     """The parsed argument specs of ``roles``, read once per templating process (the knob spec and
@@ -256,6 +269,8 @@ class FilterModule:
             "llmrig_dial_host": llmrig_dial_host,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_engine_units": llmrig_engine_units,
+            "llmrig_engine_knobs": llmrig_engine_knobs,
+            "llmrig_native_tools": llmrig_native_tools,
             "llmrig_firewall_rules": llmrig_firewall_rules,
             "llmrig_firewall_stale": llmrig_firewall_stale,
             "llmrig_firewall_missing": llmrig_firewall_missing,

@@ -33,7 +33,6 @@ from bench.measure.target import Target
 from bench.measure.telemetry import ollama, server
 from bench.measure.telemetry.gpu import GpuAbsent, GpuReport, GpuSampler
 from bench.measure.telemetry.ollama import OllamaCrossCheck
-from bench.rig import ENGINES
 
 __all__ = [
     "DEFAULT_CONTEXTS",
@@ -269,14 +268,9 @@ def _gpu_report(sampler: GpuSampler, state: _Run, measured: list[LevelResult]) -
 
 
 def _engine_from_metrics(levels: list[LevelResult]) -> str | None:
-    """The engine whose metrics family (its prefix in the engine table) the server's /metrics
-    exposed, vllm or llamacpp; None when it has none."""
-    for level in levels:
-        families = [server.COUNTERS[name] for name in level.server.counters.known()]
-        for engine in ENGINES:
-            if engine.metrics_prefix and any(family.startswith(engine.metrics_prefix) for family in families):
-                return engine.name
-    return None
+    """The engine whose metrics (its row of the engine table) the server's /metrics exposed,
+    vllm or llamacpp; None when it has none."""
+    return next((name for level in levels if (name := server.engine_of(level.server.counters))), None)
 
 
 def run(target: Target, options: RunOptions, progress: Progress | None = None) -> tuple[RunResult, Path]:

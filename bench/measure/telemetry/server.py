@@ -1,5 +1,7 @@
 """What the server itself reports: Prometheus ``/metrics`` of vLLM and llama.cpp, scraped
 before, during (every second, its gauges only) and after a measurement, reduced to deltas and gauge statistics.
+Which exposition sample feeds which field of the report is each engine's row of the engine table
+(:data:`bench.rig.ENGINES`, its ``metrics``); a field several engines feed sums what a scrape holds.
 
 Counters are summed over label sets (``engine``, ``model_name``); a counter missing from either
 scrape gives ``None``, never zero. vLLM's ``cache_config_info`` labels are kept as they are
@@ -26,44 +28,39 @@ from bench.measure.telemetry.server_types import (
     GaugeStats,
     ServerReport,
 )
+from bench.rig import ENGINES
 
 __all__ = ["Counters", "Sampler", "Scrape", "ServerReport", "server_report"]
 
-# Counters whose deltas a run reports: (our name, exposition sample name).
-COUNTERS = {
-    "requests_succeeded": "vllm:request_success_total",
-    "prompt_tokens": "vllm:prompt_tokens_total",
-    "generation_tokens": "vllm:generation_tokens_total",
-    "preemptions": "vllm:num_preemptions_total",
-    "prefix_cache_queries": "vllm:prefix_cache_queries_total",
-    "prefix_cache_hits": "vllm:prefix_cache_hits_total",
-    "spec_decode_drafts": "vllm:spec_decode_num_drafts_total",
-    "spec_decode_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
-    "spec_decode_accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
-    "llamacpp_prompt_tokens": "llamacpp:prompt_tokens_total",
-    "llamacpp_tokens_predicted": "llamacpp:tokens_predicted_total",
-    "llamacpp_decode_calls": "llamacpp:n_decode_total",
-}
-# Gauges sampled during a run: (our name, exposition sample name).
-GAUGES = {
-    "kv_cache_usage": "vllm:kv_cache_usage_perc",
-    "requests_running": "vllm:num_requests_running",
-    "requests_waiting": "vllm:num_requests_waiting",
-    "llamacpp_requests_processing": "llamacpp:requests_processing",
-    "llamacpp_requests_deferred": "llamacpp:requests_deferred",
-}
-_GAUGE_LINES = tuple(f"{sample}{end}" for sample in GAUGES.values() for end in ("{", " "))
+
+def _samples(kind: str) -> dict[str, tuple[str, ...]]:
+    """Each report field of ``kind`` (counters, gauges, histograms) and the exposition samples
+    that feed it, from the metrics of every engine in the engine table (:mod:`bench.rig`)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for engine in ENGINES:
+        if engine.metrics is not None:
+            for name, sample in getattr(engine.metrics, kind).items():
+                found[name] = (*found.get(name, ()), sample)
+    return found
 
 
-# Histograms whose bucket deltas give server-side latency percentiles: (our name, family name).
-HISTOGRAMS = {
-    "ttft_ms": "vllm:time_to_first_token_seconds",
-    "itl_ms": "vllm:inter_token_latency_seconds",
-    "e2e_ms": "vllm:e2e_request_latency_seconds",
-    "queue_ms": "vllm:request_queue_time_seconds",
-    "prefill_ms": "vllm:request_prefill_time_seconds",
-    "decode_ms": "vllm:request_decode_time_seconds",
-}
+# Counters whose deltas a run reports: our name, and the exposition samples that feed it.
+COUNTERS = _samples("counters")
+# Gauges sampled during a run: our name, and the exposition samples that feed it.
+GAUGES = _samples("gauges")
+_GAUGE_LINES = tuple(f"{sample}{end}" for samples in GAUGES.values() for sample in samples for end in ("{", " "))
+# Histograms whose bucket deltas give server-side latency percentiles: our name, and the families.
+HISTOGRAMS = _samples("histograms")
+# Info samples whose labels describe the KV cache (vLLM's cache_config_info).
+CACHE_CONFIG = frozenset(
+    engine.metrics.cache_config for engine in ENGINES if engine.metrics and engine.metrics.cache_config
+)
+
+
+def _value(scrape: Scrape, samples: tuple[str, ...]) -> float | None:
+    """The sum of those of ``samples`` that ``scrape`` holds; None when it holds none."""
+    present = [scrape.values[sample] for sample in samples if sample in scrape.values]
+    return sum(present) if present else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +79,7 @@ def parse(text: str, t_ns: int = 0) -> Scrape:
     values: dict[str, float] = {}
     cache_config: dict[str, str] = {}
     buckets: dict[str, dict[float, float]] = {}
-    wanted = {f"{family}_bucket": name for name, family in HISTOGRAMS.items()}
+    wanted = {f"{family}_bucket": name for name, families in HISTOGRAMS.items() for family in families}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name in wanted:
@@ -91,7 +88,7 @@ def parse(text: str, t_ns: int = 0) -> Scrape:
                 series[bound] = series.get(bound, 0.0) + float(sample.value)
             # prometheus_client strips _total from counter family names but keeps it on samples.
             values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
-            if sample.name == "vllm:cache_config_info":
+            if sample.name in CACHE_CONFIG:
                 cache_config = {key: str(value) for key, value in sample.labels.items()}
     return Scrape(t_ns, values, cache_config, buckets)
 
@@ -117,27 +114,43 @@ async def scrape(http: httpx.AsyncClient, url: str, *, gauges_only: bool = False
 
 def counter_deltas(before: Scrape | None, after: Scrape | None) -> Counters:
     """Each counter's growth between two scrapes; None where either scrape lacks it."""
+    if before is None or after is None:
+        return Counters()
     deltas: dict[str, float] = {}
-    for name, sample in COUNTERS.items():
-        if before is not None and after is not None and sample in before.values and sample in after.values:
-            deltas[name] = after.values[sample] - before.values[sample]
+    for name, samples in COUNTERS.items():
+        both = [sample for sample in samples if sample in before.values and sample in after.values]
+        if both:
+            deltas[name] = sum(after.values[sample] - before.values[sample] for sample in both)
     return Counters(**deltas)
 
 
 def gauge_stats(samples: list[Scrape]) -> Gauges:
     """Mean and max of each gauge over the scrapes taken during a run."""
     stats: dict[str, GaugeStats] = {}
-    for name, sample in GAUGES.items():
-        seen = [scrape.values[sample] for scrape in samples if sample in scrape.values]
+    for name, names in GAUGES.items():
+        seen = [value for scrape in samples if (value := _value(scrape, names)) is not None]
         if seen:
             stats[name] = GaugeStats(mean=sum(seen) / len(seen), max=max(seen), n=float(len(seen)))
     kv = GAUGES["kv_cache_usage"]
     series = [
-        GaugePoint(t_s=(scrape.t_ns - samples[0].t_ns) / 1e9, value=scrape.values[kv])
+        GaugePoint(t_s=(scrape.t_ns - samples[0].t_ns) / 1e9, value=value)
         for scrape in samples
-        if kv in scrape.values
+        if (value := _value(scrape, kv)) is not None
     ]
     return Gauges(**stats, kv_cache_usage_series=series or None)
+
+
+def engine_of(counters: Counters) -> str | None:
+    """The engine whose /metrics filled ``counters``: the first of the engine table that alone
+    feeds one of the counters both scrapes had; None when no known counter is one engine's own."""
+    known = set(counters.known())
+    for engine in ENGINES:
+        if engine.metrics is None:
+            continue
+        others = {name for other in ENGINES if other is not engine and other.metrics for name in other.metrics.counters}
+        if known & (set(engine.metrics.counters) - others):
+            return engine.name
+    return None
 
 
 def derived(deltas: Counters) -> Derived:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import re
 
+from bench.rig.engines import ENGINES, ENGINES_BY_NAME, LLAMACPP_OWNED_FLAGS
 from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err, positive, serves_vllm
-from bench.rig.vllm_flags import owned_flag
+
+__all__ = ["LLAMACPP_OWNED_FLAGS", "QUANTIZATIONS", "REASONING_PARSERS", "TOOL_PARSERS"]
 
 TOOL_PARSERS = {
     # Qwen3 (2025) emits Hermes-style <tool_call>{json}</tool_call>.
@@ -32,12 +34,12 @@ QUANTIZATIONS = {
 
 def rule_engine_serves_preset(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """The chosen engine can load this preset's weights on this device."""
-    engine = as_str(knobs, "inference_engine")
-    if engine == "ollama" and not preset.ollama_tag:
-        return err("model", f"preset {preset.name} has no ollama_tag; choose another model or inference_engine")
-    if engine == "llamacpp" and not preset.gguf_file:
-        return err("model", f"preset {preset.name} has no gguf_file; choose another model or inference_engine")
-    if engine == "vllm" and device == "cpu" and preset.checkpoint_format in ("compressed-tensors", "awq", "gptq"):
+    engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
+    if engine is not None and engine.preset_needs and not getattr(preset, engine.preset_needs):
+        return err(
+            "model", f"preset {preset.name} has no {engine.preset_needs}; choose another model or inference_engine"
+        )
+    if serves_vllm(knobs) and device == "cpu" and preset.checkpoint_format in ("compressed-tensors", "awq", "gptq"):
         return err(
             "model",
             f"preset {preset.name} is a {preset.checkpoint_format} checkpoint whose kernels "
@@ -139,7 +141,8 @@ def rule_context(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
             f"{length} exceeds the native context {preset.native_context} of "
             f"{preset.name}; lower it or set vllm_rope_override (YaRN)",
         )
-    for knob in ("ollama_context_length", "llamacpp_ctx_size"):
+    # The other engines' context knobs (vLLM's is checked above, with its rope override).
+    for knob in (engine.context_knob for engine in ENGINES if engine.context_knob != "vllm_max_model_len"):
         value = as_int(knobs, knob)
         if value is not None and value > preset.native_context:
             problems += err(knob, f"{value} exceeds the native context {preset.native_context} of {preset.name}")
@@ -158,42 +161,12 @@ def rule_pinned_revision(knobs: Knobs, host: Host, device: str, preset: Preset) 
     return []
 
 
-# llama-server flags that the llamacpp role writes from a knob (roles/llamacpp/vars/main.yml,
-# _llamacpp_args; tests/unit/rig/test_validation.py checks the two agree), short forms included.
-LLAMACPP_OWNED_FLAGS = {
-    "--model": "model",
-    "-m": "model",
-    "--alias": "llamacpp_served_model_name",
-    "-a": "llamacpp_served_model_name",
-    "--host": "llamacpp_host",
-    "--port": "llamacpp_port",
-    "--ctx-size": "llamacpp_ctx_size",
-    "-c": "llamacpp_ctx_size",
-    "--parallel": "llamacpp_parallel",
-    "-np": "llamacpp_parallel",
-    "--n-gpu-layers": "llamacpp_n_gpu_layers",
-    "--gpu-layers": "llamacpp_n_gpu_layers",
-    "-ngl": "llamacpp_n_gpu_layers",
-    "--threads": "llamacpp_threads",
-    "-t": "llamacpp_threads",
-    "--chat-template": "model_presets (chat_template)",
-    "--chat-template-file": "model_presets (chat_template: a bundled Jinja template)",
-    "--jinja": "model_presets (chat_template: a bundled Jinja template)",
-    "--metrics": "llmrig (always on: bench and the watchdog read /metrics)",
-}
-
-
-def _owner(knob: str, arg: str) -> str | None:
-    if knob == "vllm_extra_args":
-        return owned_flag(arg)
-    return LLAMACPP_OWNED_FLAGS.get(arg.split("=", 1)[0])
-
-
 def rule_extra_args(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """Extra engine arguments are a list of strings (or numbers), none empty, and none a flag
     that a knob owns: the rules read the knob, so a flag set behind it would go unchecked."""
     problems: list[Problem] = []
-    for knob in ("vllm_extra_args", "llamacpp_extra_args"):
+    for engine in (engine for engine in ENGINES if engine.extra_args_knob):
+        knob = engine.extra_args_knob
         value = knobs.get(knob)
         if value is None:
             continue
@@ -209,6 +182,6 @@ def rule_extra_args(knobs: Knobs, host: Host, device: str, preset: Preset) -> li
                 problems += err(knob, f"every argument must be a string; got {arg!r}")
             elif not str(arg).strip():
                 problems += err(knob, f"holds an empty argument {arg!r}; remove it")
-            elif (owner := _owner(knob, str(arg))) is not None:
+            elif (owner := engine.owner_of(str(arg))) is not None:
                 problems += err(knob, f"{str(arg).split('=', 1)[0]} is set by {owner}; set that knob instead")
     return problems

@@ -76,7 +76,7 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
 def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """With llmrig_firewall_enabled false nothing filters what reaches the active engine: one bound
     off loopback needs llmrig_allow_unfiltered: true (its /health and /metrics answer without the
-    key), and Ollama off loopback is refused outright (it has no authentication at all)."""
+    key), and an engine without authentication (Ollama) off loopback is refused outright."""
     if as_bool(knobs, "llmrig_firewall_enabled"):
         return []
     engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
@@ -86,7 +86,7 @@ def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
     if not engine.api_key:
         return err(
             engine.host_knob,
-            f"is {address} with llmrig_firewall_enabled false, and Ollama has no authentication: every network "
+            f"is {address} with llmrig_firewall_enabled false, and {engine.title} has no authentication: every network "
             "that reaches the box could use it; bind it to 127.0.0.1 or set llmrig_firewall_enabled: true",
         )
     if not as_bool(knobs, "llmrig_allow_unfiltered"):
@@ -103,7 +103,7 @@ CIDR_KNOBS = ("llmrig_allowed_client_cidrs", "llmrig_ssh_allowed_cidrs")
 
 def rule_exposure(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """A client or SSH network of every address (0.0.0.0/0, ::/0) needs llmrig_allow_any_network:
-    true; Ollama bound off loopback gets a loud warning (it has no authentication at all)."""
+    true; an engine without authentication (Ollama) bound off loopback gets a loud warning."""
     problems: list[Problem] = []
     for knob in CIDR_KNOBS:
         value = knobs.get(knob)
@@ -118,13 +118,13 @@ def rule_exposure(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
                     f"{cidr} admits every address on the internet; list your own networks, or set "
                     "llmrig_allow_any_network: true if that is really meant",
                 )
-    ollama = ENGINES_BY_NAME["ollama"]
-    address = as_str(knobs, ollama.host_knob)
-    if as_str(knobs, "inference_engine") == ollama.name and address and not _is_loopback(address):
+    engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
+    address = as_str(knobs, engine.host_knob) if engine else ""
+    if engine is not None and not engine.api_key and address and not _is_loopback(address):
         problems.append(
             Problem(
-                ollama.host_knob,
-                f"is {address}, off loopback: Ollama has no authentication, so every client in "
+                engine.host_knob,
+                f"is {address}, off loopback: {engine.title} has no authentication, so every client in "
                 "llmrig_allowed_client_cidrs can use, pull and delete its models; bind it to 127.0.0.1 "
                 "unless that is meant",
                 "warning",
@@ -144,7 +144,7 @@ def rule_secrets(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
     key = knobs.get("llmrig_api_key") or ""
     if key and (len(str(key)) < 16 or re.search(r"\s", str(key))):
         problems += err("llmrig_api_key", "must be at least 16 characters without spaces, or empty to generate one")
-    for knob in ("vllm_extra_args", "llamacpp_extra_args"):
+    for knob in (engine.extra_args_knob for engine in ENGINES if engine.extra_args_knob):
         for arg in knobs.get(knob) or []:
             flag = str(arg).split("=", 1)[0]
             if flag in SECRET_FLAGS:

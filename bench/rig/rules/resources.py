@@ -13,16 +13,14 @@ from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
 
 # Knob -> (what it must be, whether it must exist already or is created by a role, the engine
-# it belongs to: checked only when that engine is the active one; None = always).
-# roles/preflight/tasks/facts.yml probes exactly these (a test keeps the two in step).
+# it belongs to: checked only when that engine is the active one; None = always): the shared
+# ones here, each engine's from its row of the table. roles/preflight/tasks/facts.yml probes
+# exactly these (a test keeps the two in step).
 PATH_KNOBS: Mapping[str, tuple[str, str, str | None]] = {
     "llmrig_models_dir": ("dir", "create", None),
     "llmrig_config_dir": ("dir", "create", None),
-    "ollama_models_dir": ("dir", "create", "ollama"),
     "open_webui_data_dir": ("dir", "create", None),
-    "vllm_model_local_dir": ("dir", "exist", "vllm"),
-    "llamacpp_model_local_file": ("file", "exist", "llamacpp"),
-    "llamacpp_server_binary": ("executable", "exist", "llamacpp"),
+    **{knob: (kind, need, engine.name) for engine in ENGINES for knob, (kind, need) in engine.path_knobs.items()},
 }
 _NAMES = {"dir": "a directory", "file": "a file", "executable": "an executable file"}
 WILDCARDS = ("0.0.0.0", "::", "")

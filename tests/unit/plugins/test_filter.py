@@ -45,6 +45,8 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_dial_host",
                 "llmrig_disk_errors",
                 "llmrig_engine_units",
+                "llmrig_engine_knobs",
+                "llmrig_native_tools",
                 "llmrig_env_file",
                 "llmrig_firewall_rules",
                 "llmrig_firewall_stale",
