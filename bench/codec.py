@@ -16,7 +16,7 @@ workload's own) defines ``__to_json__``, ``__from_json__(data, path)`` and
 
 Supported field types: bool, int, float, str, None, ``Literal``, unions, ``list[X]``,
 ``tuple[X, ...]``, fixed tuples, ``dict[str, X]``, ``Path`` (as a string), dataclasses, and :data:`JsonValue`
-(any JSON, for documents bench copies without reading, such as deployment.json).
+(any JSON, for what bench keeps without reading it, such as an engine's own keys in deployment.json).
 """
 
 from __future__ import annotations

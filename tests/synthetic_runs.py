@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.codec import JsonObject, JsonValue
+from bench.codec import JsonObject
 from bench.measure.metrics import NS_PER_MS, Event, RequestRecord
 from bench.measure.run import results
 from bench.measure.run.levels import level_summary
@@ -23,6 +23,7 @@ from bench.measure.run.options import RunOptions
 from bench.measure.run.results import Environment, RunResult
 from bench.measure.telemetry.gpu import GpuReport
 from bench.measure.telemetry.server import Scrape, ServerReport, server_report
+from tests import deployments
 
 INPUT_TOKENS = 64
 OUTPUT_TOKENS = 16
@@ -170,19 +171,11 @@ def file_run(results_dir: Path, run: RunResult) -> Path:
 
 
 def deployment(preset: str = "qwen3.8-27b-w4a16", **vllm_flags: str) -> JsonObject:
-    """A deployment.json of the shape the engine role writes, with these vLLM flags."""
-    args: list[JsonValue] = ["--model", "/srv/models/m"]
+    """A deployment.json of the shape the engine role writes (tests/deployments.py), with these vLLM flags."""
+    args = ["--model", "/srv/models/m"]
     for name, value in vllm_flags.items():
         args += [f"--{name.replace('_', '-')}", value]
-    return {
-        "engine": "vllm",
-        "preset": preset,
-        "config_version": "v1",
-        "served_model_name": "m",
-        "startup": {"invocation_id": "abc"},
-        "vllm": {"args": args, "version": "0.33.0"},
-        "host": {"driver_version": "580.95", "gpus": []},
-    }
+    return deployments.record(preset=preset, args=args, device="cuda")
 
 
 def report_results(results_dir: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from pathlib import Path
 
 from rich.console import Console
@@ -17,7 +16,7 @@ from rich.markup import escape
 
 from bench.errors import ConfigError
 from bench.measure.target import find_deployment
-from bench.rig import literal_knobs
+from bench.rig import literal_knobs, read_deployment
 from bench.rig.plan import Plan, Setup, plan
 from bench.rig.plan_inputs import (
     DEVICE_DEFAULTS,
@@ -179,24 +178,21 @@ def _check(args: argparse.Namespace, console: Console, config_dir: Path) -> int:
     path = find_deployment(args.deployment, config_dir)
     if path is None:
         raise ConfigError("--deployment: no deployment.json given and none under artifacts/*/")
-    try:
-        deployment = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"--deployment: cannot read {path}: {exc}") from exc
+    deployment = read_deployment(path)
     presets = load_presets(config_dir / "models.yml")
-    name = str(deployment.get("preset"))
+    name = deployment.preset
     if name not in presets:
         raise ConfigError(f"--deployment: {path} names preset {name!r}, which group_vars does not define")
     preset = presets[name]
     setup = setup_from_deployment(deployment, args.weights_gb or preset.weights_gb)
     result = plan(preset.architecture, setup, preset.native_context)
     show(console, name, result)
-    reported = (deployment.get("startup") or {}).get("kv_cache_tokens")
-    if not isinstance(reported, int) or reported <= 0:
+    reported = deployment.startup.kv_cache_tokens
+    if reported is None:
         raise ConfigError(f"--deployment: {path} records no KV pool (startup.kv_cache_tokens)")
     error = (result.pool_tokens - reported) / reported * 100
     console.print(
-        f"check: predicted {result.pool_tokens:,} tokens, {deployment.get('engine')} reported {reported:,} "
+        f"check: predicted {result.pool_tokens:,} tokens, {deployment.engine} reported {reported:,} "
         f"({path}); error {error:+.1f}%",
         soft_wrap=True,
     )

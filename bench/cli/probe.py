@@ -51,10 +51,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _preset_facts(target: Target, config_dir: Path | None) -> PresetFacts | None:
-    name = (target.deployment or {}).get("preset")
+    name = target.deployment.preset if target.deployment else None
     if config_dir is None or not name:
         return None
-    preset = load_presets(config_dir / "models.yml").get(str(name))
+    preset = load_presets(config_dir / "models.yml").get(name)
     return PresetFacts(preset.tool_call_parser, preset.reasoning_parser) if preset else None
 
 

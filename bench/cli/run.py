@@ -131,17 +131,14 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 
 def _weight_bytes_per_gpu(target: Target, config_dir: Path | None) -> float | None:
     """The deployed preset's weights divided by tensor parallelism: bytes each GPU streams per token."""
-    deployment = target.deployment or {}
-    vllm = deployment.get("vllm")
-    listed = vllm.get("args") if isinstance(vllm, dict) else None
-    args = [str(arg) for arg in listed] if isinstance(listed, list) else []
-    if config_dir is None or "preset" not in deployment or "--tensor-parallel-size" not in args:
+    deployment = target.deployment
+    tensor_parallel = deployment.section.flags().get("--tensor-parallel-size") if deployment else None
+    if config_dir is None or deployment is None or not tensor_parallel:
         return None
-    presets = load_presets(config_dir / "models.yml")
-    preset = presets.get(str(deployment["preset"]))
+    preset = load_presets(config_dir / "models.yml").get(deployment.preset)
     if preset is None:
         return None
-    return preset.weights_gb * 1e9 / int(args[args.index("--tensor-parallel-size") + 1])
+    return preset.weights_gb * 1e9 / int(tensor_parallel)
 
 
 def command(args: argparse.Namespace, console: Console) -> int:

@@ -16,7 +16,6 @@ deployment.json is ``--deployment PATH``, or the only ``*/deployment.json`` unde
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -24,9 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.codec import JsonObject
 from bench.errors import ConfigError
-from bench.rig import DEFAULT_ENGINE, ENGINES_BY_NAME, artifacts_dir, dial_host, literal_knobs
+from bench.rig import (
+    DEFAULT_ENGINE,
+    ENGINES_BY_NAME,
+    Deployment,
+    artifacts_dir,
+    dial_host,
+    literal_knobs,
+    read_deployment,
+)
 
 TAG = re.compile(r"^[A-Za-z0-9._+-]{1,100}$")
 
@@ -40,13 +46,22 @@ class Target:
     model: str | None
     tag: str
     engine: str
-    deployment: JsonObject | None  # deployment.json as read
+    deployment: Deployment | None  # deployment.json as read (bench.rig.deployment)
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
-    def metrics_url(self) -> str:
-        """Prometheus endpoint on the same server (vLLM and llama.cpp serve it beside /v1)."""
-        return re.sub(r"/v1/?$", "", self.base_url.rstrip("/")) + "/metrics"
+    def server_url(self) -> str:
+        """The server's root: the OpenAI base URL without its ``/v1`` (Ollama's native API is there)."""
+        return re.sub(r"/v1/?$", "", self.base_url.rstrip("/"))
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Prometheus endpoint: the one deployment.json records for the endpoint it records (None
+        for an engine that serves none), else beside /v1 on the same server (as vLLM and llama.cpp
+        serve it)."""
+        if self.deployment is not None and self.deployment.endpoint.base_url == self.base_url:
+            return self.deployment.endpoint.metrics_url or None
+        return self.server_url + "/metrics"
 
 
 def find_deployment(explicit: Path | None, config_dir: Path | None) -> Path | None:
@@ -66,21 +81,11 @@ def find_deployment(explicit: Path | None, config_dir: Path | None) -> Path | No
     return found[0] if found else None
 
 
-def _load_json(path: Path) -> JsonObject:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--deployment: cannot read {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"--deployment: {path} is not a JSON object")
-    return data
-
-
 def resolve(
     flags: Mapping[str, str | None], env: Mapping[str, str], *, deployment_path: Path | None, config_dir: Path | None
 ) -> Target:
     """Resolve the run's target from ``flags`` (None = not given), ``env`` and the files."""
-    deployment = _load_json(deployment_path) if deployment_path is not None else None
+    deployment = read_deployment(deployment_path) if deployment_path is not None else None
     knobs = literal_knobs(config_dir, "engine.yml", "endpoint.yml") if config_dir else {}
     sources: dict[str, str] = {}
 
@@ -92,18 +97,17 @@ def resolve(
                 return value
         return None
 
-    engine = str((deployment or {}).get("engine") or knobs.get("inference_engine") or DEFAULT_ENGINE.name)
+    engine = deployment.engine if deployment else str(knobs.get("inference_engine") or DEFAULT_ENGINE.name)
     explicit_url = bool(flags.get("base_url") or env.get("BENCH_BASE_URL"))
     spec = ENGINES_BY_NAME.get(engine, DEFAULT_ENGINE)
     host_knob, port_knob = spec.host_knob, spec.port_knob
     host = knobs.get(host_knob)
     default_url = f"http://{dial_host(str(host))}:{knobs[port_knob]}/v1" if host else None
     where = str(deployment_path) if deployment_path else ""
-    endpoint = (deployment or {}).get("endpoint")
     base_url = pick(
         "base_url",
         "BENCH_BASE_URL",
-        (where, endpoint.get("base_url") if isinstance(endpoint, dict) else None),
+        (where, deployment.endpoint.base_url if deployment else None),
         (f"group_vars/all/endpoint.yml ({host_knob}, {port_knob})", default_url),
     )
     if not base_url:
@@ -111,8 +115,8 @@ def resolve(
     key_file = deployment_path.parent / "api_key" if deployment_path else None
     file_key = key_file.read_text(encoding="utf-8").strip() if key_file and key_file.is_file() else None
     api_key = pick("api_key", "BENCH_API_KEY", (str(key_file), file_key)) or ""
-    model = pick("model", "BENCH_MODEL", (where, (deployment or {}).get("served_model_name")))
-    tag = pick("tag", "BENCH_TAG", (where, (deployment or {}).get("config_version")), ("default", "untagged"))
+    model = pick("model", "BENCH_MODEL", (where, deployment.served_model_name if deployment else None))
+    tag = pick("tag", "BENCH_TAG", (where, deployment.config_version if deployment else None), ("default", "untagged"))
     if not TAG.match(str(tag)):
         raise ConfigError(f"--tag: {tag!r} must be 1-100 letters, digits, '.', '_', '+' or '-'")
     if explicit_url and deployment is None:

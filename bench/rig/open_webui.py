@@ -48,15 +48,6 @@ class Secrets:
     admin_password: str
 
 
-def engine_base_url(health_url: str) -> str:
-    """The engine's ``/v1`` base URL on the host, from its health URL (every engine serves the
-    OpenAI routes on the port it answers health checks on), without a trailing slash."""
-    parts = urlsplit(health_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"llmrig_engine.health_url: {health_url!r} is not an http(s) URL")
-    return f"{parts.scheme}://{parts.netloc}/v1"
-
-
 def _set(value: Any) -> bool:
     """Whether a knob is set: true, a number other than 0, or a string that is neither empty nor
     one Ansible reads as false (a parser's name is set; ``"False"`` from a rendered bool is not)."""
@@ -120,7 +111,10 @@ def service_env(
     """
     base_url = connection.base_url.rstrip("/")
     if not urlsplit(base_url).netloc:
-        raise ConfigError(f"engine base URL {connection.base_url!r} has no host")
+        raise ConfigError(
+            f"engine base URL {connection.base_url!r} has no host (llmrig_engine.local_base_url; a deployment.json "
+            "of schema_version 1 records none: run site.yml)"
+        )
     local_embeddings = truthy(knobs["open_webui_local_embeddings"])
     if local_embeddings and not embedding_model_dir:
         raise ConfigError("open_webui_local_embeddings: true, but the embedding model's directory is unknown")

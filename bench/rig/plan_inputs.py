@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError, PlanError
+from bench.rig.deployment import Deployment
 from bench.rig.plan_math import Setup
 from bench.rig.presets import Architecture, LinearAttention
 from bench.rig.values import truthy
@@ -72,39 +73,30 @@ def setup_from_knobs(
     )
 
 
-def _flag(args: Sequence[str], name: str) -> str | None:
-    """The value after ``name`` in an argument list (None when absent)."""
-    return args[args.index(name) + 1] if name in args and args.index(name) + 1 < len(args) else None
-
-
-def setup_from_deployment(deployment: Mapping[str, Any], weights_gb: float) -> Setup:
+def setup_from_deployment(deployment: Deployment, weights_gb: float) -> Setup:
     """The setup vLLM really ran with, from deployment.json's arguments, environment and host."""
-    if deployment.get("engine") != "vllm":
-        raise ConfigError(
-            f"--check: deployment.json describes engine {deployment.get('engine')!r}; only vLLM has a KV pool"
-        )
-    details = deployment.get("vllm") or {}
-    args = [str(arg) for arg in details.get("args") or []]
-    env = details.get("env") or {}
-    device = str(deployment.get("device") or "cuda")
-    gpus = (deployment.get("host") or {}).get("gpus") or []
-    speculative = _flag(args, "--speculative-config")
+    if deployment.engine != "vllm":
+        raise ConfigError(f"--check: deployment.json describes engine {deployment.engine!r}; only vLLM has a KV pool")
+    flags = deployment.section.flags()
+    env = deployment.section.env or {}
+    speculative = flags.get("--speculative-config")
     mtp = int(json.loads(speculative).get("num_speculative_tokens", 0)) if speculative else 0
     knobs = {
-        "vllm_max_model_len": _flag(args, "--max-model-len"),
-        "vllm_max_num_seqs": _flag(args, "--max-num-seqs") or 256,
-        "vllm_max_num_batched_tokens": _flag(args, "--max-num-batched-tokens") or 2048,
-        "vllm_tensor_parallel_size": _flag(args, "--tensor-parallel-size") or 1,
-        "vllm_kv_cache_dtype": _flag(args, "--kv-cache-dtype") or "auto",
-        "vllm_gpu_memory_utilization": _flag(args, "--gpu-memory-utilization") or 0.92,
+        "vllm_max_model_len": flags.get("--max-model-len"),
+        "vllm_max_num_seqs": flags.get("--max-num-seqs") or 256,
+        "vllm_max_num_batched_tokens": flags.get("--max-num-batched-tokens") or 2048,
+        "vllm_tensor_parallel_size": flags.get("--tensor-parallel-size") or 1,
+        "vllm_kv_cache_dtype": flags.get("--kv-cache-dtype") or "auto",
+        "vllm_gpu_memory_utilization": flags.get("--gpu-memory-utilization") or 0.92,
         "vllm_mtp": mtp > 0,
         "vllm_mtp_tokens": mtp,
-        "vllm_enable_prefix_caching": "--no-enable-prefix-caching" not in args,
-        "vllm_enforce_eager": "--enforce-eager" in args,
+        "vllm_enable_prefix_caching": "--no-enable-prefix-caching" not in flags,
+        "vllm_enforce_eager": "--enforce-eager" in flags,
         "vllm_cpu_kvcache_space_gib": env.get("VLLM_CPU_KVCACHE_SPACE", 4),
-        "vllm_kv_cache_memory_bytes": _flag(args, "--kv-cache-memory-bytes") or "",
+        "vllm_kv_cache_memory_bytes": flags.get("--kv-cache-memory-bytes") or "",
     }
-    return setup_from_knobs(knobs, device, weights_gb, [gpu for gpu in gpus if isinstance(gpu, Mapping)])
+    gpus = [{"memory_mib": gpu.memory_mib} for gpu in deployment.host.gpus]
+    return setup_from_knobs(knobs, deployment.device, weights_gb, gpus)
 
 
 def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:

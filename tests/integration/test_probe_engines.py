@@ -23,6 +23,7 @@ import pytest
 
 from bench.measure.probe.expect import TOOL_CHECKS
 from bench.measure.probe.result import latest_probe
+from tests import deployments
 from tests.helpers import BIN, REPO
 from tests.integration.test_real_engines import KEY, Server, start_llamacpp, start_vllm
 
@@ -47,14 +48,14 @@ def _deployment(server: Server, folder: Path, engine: str, after: str) -> Path:
     """deployment.json as the engine role records it (the engine's arguments as started, those
     after ``after``), the key beside it."""
     start = server.command.index(after) + 1
-    document = {
-        "engine": engine,
-        "preset": "gemma3-270m",
-        "served_model_name": "gemma3-270m",
-        "config_version": "integration-probe",
-        "endpoint": {"base_url": server.base_url},
-        engine: {"args": server.command[start:]},
-    }
+    document = deployments.record(
+        engine,
+        preset="gemma3-270m",
+        served_model_name="gemma3-270m",
+        config_version="integration-probe",
+        base_url=server.base_url,
+        args=[str(arg) for arg in server.command[start:]],
+    )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "deployment.json").write_text(json.dumps(document), encoding="utf-8")
     (folder / "api_key").write_text(KEY + "\n", encoding="utf-8")

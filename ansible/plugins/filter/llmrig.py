@@ -19,6 +19,7 @@ if importlib.util.find_spec("bench") is None:  # running from a checkout without
 
 from bench.rig import (
     artifacts,
+    deployment,
     engines,
     firewall,
     inputs,
@@ -66,6 +67,19 @@ def llmrig_engine_units(scope: str) -> dict[str, str]:
     """Engine name to systemd unit from bench's engine table (bench.rig.engines): ``'all' |
     llmrig_engine_units`` for every engine, an engine's name for that one alone."""
     return engines.engine_units(str(scope))
+
+
+def llmrig_deployment(parts: dict[str, Any]) -> dict[str, Any]:
+    """The deployment.json the engine role writes: ``parts`` (every key but schema_version) as
+    the typed record reads them, with schema_version (bench.rig.deployment.record); a part that
+    does not fit fails the task, naming it."""
+    return deployment.record(parts)
+
+
+def llmrig_deployment_read(document: Any, where: str = "deployment.json") -> dict[str, Any]:
+    """A deployment.json read back on the host (verify, Open WebUI) through the typed record,
+    as a document of this version (bench.rig.deployment.parse_deployment)."""
+    return deployment.DEPLOYMENT_FILE.to_document(deployment.parse_deployment(document, str(where)))
 
 
 def llmrig_engine_knobs(scope: str, kind: str) -> list[str]:
@@ -136,12 +150,12 @@ def llmrig_open_webui_env(
     model: dict[str, Any],
 ) -> dict[str, str]:
     """Open WebUI's unit environment (see bench.rig.open_webui.service_env). ``engine`` holds the
-    engine's health_url, api_key and served_model_name; ``secrets`` secret_key and admin_password;
-    ``dirs`` data, static and embedding_model; ``model`` stop (the preset's stop strings) and
-    native_tools (whether the running engine accepts OpenAI ``tools``: for vLLM a tool parser and
-    auto tool choice)."""
+    engine's local_base_url (its OpenAI base URL on this host, as deployment.json records it),
+    api_key and served_model_name; ``secrets`` secret_key and admin_password; ``dirs`` data,
+    static and embedding_model; ``model`` stop (the preset's stop strings) and native_tools
+    (whether the running engine accepts OpenAI ``tools``: llmrig_native_tools)."""
     connection = open_webui.Connection(
-        base_url=open_webui.engine_base_url(str(engine["health_url"])),
+        base_url=str(engine["local_base_url"]),
         api_key=str(engine["api_key"]),
         served_model_name=str(engine["served_model_name"]),
     )
@@ -269,6 +283,8 @@ class FilterModule:
             "llmrig_dial_host": llmrig_dial_host,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_engine_units": llmrig_engine_units,
+            "llmrig_deployment": llmrig_deployment,
+            "llmrig_deployment_read": llmrig_deployment_read,
             "llmrig_engine_knobs": llmrig_engine_knobs,
             "llmrig_native_tools": llmrig_native_tools,
             "llmrig_firewall_rules": llmrig_firewall_rules,

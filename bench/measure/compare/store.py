@@ -16,6 +16,7 @@ from bench.codec import JsonValue
 from bench.errors import ConfigError, ResultFileError
 from bench.measure.run import results
 from bench.measure.run.results import RunResult
+from bench.rig import parse_flags
 
 # Facts that change with every restart or every run, not with the configuration.
 VOLATILE = ("startup.invocation_id", "startup.active_since", "startup.time_to_ready_s", "startup.ready_s")
@@ -31,8 +32,8 @@ class StoredRun:
     @property
     def preset(self) -> str | None:
         """The deployed preset the run measured (deployment.json), if bench knew it."""
-        value = (self.result.environment.deployment or {}).get("preset")
-        return str(value) if value is not None else None
+        record = self.result.environment.deployment_record
+        return record.preset if record else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,19 +85,8 @@ def runs(results_dir: Path, tag: str) -> list[StoredRun]:
 
 
 def flags(args: list[str]) -> dict[str, str]:
-    """A command line's ``--flag value`` pairs (a flag followed by another flag, or last, is "on")."""
-    found: dict[str, str] = {}
-    for i, arg in enumerate(args):
-        if not arg.startswith("--"):
-            continue
-        name, _, inline = arg.partition("=")
-        if inline:
-            found[name] = inline
-        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-            found[name] = args[i + 1]
-        else:
-            found[name] = "on"
-    return found
+    """A command line's flags and their values (bench.rig.parse_flags), a switch shown as "on"."""
+    return {name: "on" if value is None else value for name, value in parse_flags(args).items()}
 
 
 def _flatten(prefix: str, value: JsonValue, into: dict[str, str]) -> None:

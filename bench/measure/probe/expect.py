@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bench.codec import JsonObject, JsonValue
+from bench.rig import Deployment, flag_value, has_flag
 
 # The checks that ask for tool calls in tool_choice "auto" mode, which needs a tool-call parser.
 AUTO_TOOL_CHECKS = ("tool_call_single", "tool_calls_parallel", "tool_name_punctuation", "tool_args_schema")
@@ -41,23 +41,6 @@ class Expectations:
     context_source: str = ""
 
 
-def _args(deployment: JsonObject, engine: str) -> list[str] | None:
-    section = deployment.get(engine)
-    listed: JsonValue = section.get("args") if isinstance(section, dict) else None
-    return [str(arg) for arg in listed] if isinstance(listed, list) else None
-
-
-def _flag_value(args: list[str], flag: str) -> str | None:
-    """The value of ``flag`` in ``args`` (``--flag V`` or ``--flag=V``), the last one given."""
-    value = None
-    for index, arg in enumerate(args):
-        if arg == flag and index + 1 < len(args):
-            value = args[index + 1]
-        elif arg.startswith(flag + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
 def context_tokens(value: str) -> int | None:
     """A ``--max-model-len`` value in tokens (``32k`` = 32000, ``32K`` = 32768, as vLLM reads
     it); None for ``auto``/``-1`` (vLLM picks) or anything else it does not read as a length."""
@@ -71,13 +54,13 @@ def context_tokens(value: str) -> int | None:
 
 def _vllm(args: list[str]) -> Expectations:
     absent: dict[str, str] = {}
-    if not _flag_value(args, "--tool-call-parser"):
+    if not flag_value(args, "--tool-call-parser"):
         absent.update(dict.fromkeys(TOOL_CHECKS, "vllm.args has no --tool-call-parser"))
-    elif "--enable-auto-tool-choice" not in args:
+    elif not has_flag(args, "--enable-auto-tool-choice"):
         absent.update(dict.fromkeys(AUTO_TOOL_CHECKS, "vllm.args has no --enable-auto-tool-choice"))
-    if not _flag_value(args, "--reasoning-parser"):
+    if not flag_value(args, "--reasoning-parser"):
         absent.update(dict.fromkeys(REASONING_CHECKS, "vllm.args has no --reasoning-parser"))
-    length = _flag_value(args, "--max-model-len")
+    length = flag_value(args, "--max-model-len")
     context = context_tokens(length) if length else None
     source = f"deployment.json vllm.args --max-model-len {length}" if context else ""
     return Expectations(absent, context, source)
@@ -92,15 +75,14 @@ def _preset(preset: PresetFacts, name: str) -> Expectations:
     return Expectations(absent)
 
 
-def expectations(deployment: JsonObject | None, *, preset: PresetFacts | None = None) -> Expectations:
+def expectations(deployment: Deployment | None, *, preset: PresetFacts | None = None) -> Expectations:
     """What ``deployment`` (deployment.json as read; None: there is none) and the facts of its
     ``preset`` say the probe will find."""
     if deployment is None:
         return Expectations()
-    engine = str(deployment.get("engine") or "")
-    args = _args(deployment, engine)
-    if engine == "vllm" and args is not None:
+    args = deployment.section.args
+    if deployment.engine == "vllm" and args is not None:
         return _vllm(args)
     if preset is not None:
-        return _preset(preset, str(deployment.get("preset") or "?"))
+        return _preset(preset, deployment.preset or "?")
     return Expectations()

@@ -33,6 +33,7 @@ from bench.measure.target import Target
 from bench.measure.telemetry import ollama, server
 from bench.measure.telemetry.gpu import GpuAbsent, GpuReport, GpuSampler
 from bench.measure.telemetry.ollama import OllamaCrossCheck
+from bench.rig import DEPLOYMENT_FILE
 
 __all__ = [
     "DEFAULT_CONTEXTS",
@@ -111,7 +112,7 @@ def _environment(target: Target) -> Environment:
         model=target.model,
         engine=target.engine,
         sources=dict(target.sources),
-        deployment=target.deployment or {},
+        deployment=DEPLOYMENT_FILE.to_document(target.deployment) if target.deployment else {},
         max_model_len=None,
     )
 
@@ -242,7 +243,7 @@ async def _ollama_cross_check(
 ) -> None:
     """When Ollama serves, set its native decode timings beside bench's (Ollama has no /metrics)."""
     target = state.target
-    root = target.metrics_url.removesuffix("/metrics")
+    root = target.server_url
     if target.engine not in ("ollama", "unknown") or not await ollama.is_ollama(client.http, root):
         return
     state.environment = replace(state.environment, engine="ollama")

@@ -10,7 +10,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.codec import JsonValue
 from bench.measure.metrics import RequestRecord, Summary
 from bench.measure.run.benchmark import Progress as Hooks
 from bench.measure.run.loops import LevelSpec
@@ -131,20 +130,16 @@ def _print_turns(console: Console, turns: list[AgentTurn]) -> None:
     console.print(table)
 
 
-def _startup(result: RunResult) -> dict[str, JsonValue]:
-    """The start-up facts of deployment.json (a document bench copies, not one it defines)."""
-    startup = (result.environment.deployment or {}).get("startup")
-    return startup if isinstance(startup, dict) else {}
-
-
 def _print_facts(console: Console, result: RunResult) -> None:
     """Start-up KV pool, GPU telemetry (or why there is none) and Ollama's own timings."""
-    startup = _startup(result)
-    tokens = startup.get("kv_cache_tokens")
-    if isinstance(tokens, int | float) and tokens:
+    record = result.environment.deployment_record
+    tokens = record.startup.kv_cache_tokens if record else None
+    if record is not None and tokens is not None:
+        startup = record.startup
         console.print(
             f"KV pool at start-up (deployment.json): {tokens:,} tokens, maximum concurrency "
-            f"{startup.get('max_concurrency')}x at {startup.get('max_concurrency_tokens_per_request')} tokens each"
+            f"{startup.facts.get('max_concurrency')}x at {startup.facts.get('max_concurrency_tokens_per_request')} "
+            "tokens each"
         )
     gpu = result.gpu
     if isinstance(gpu, GpuAbsent):

@@ -35,6 +35,7 @@ from bench.measure.run.prompts import Calibration
 from bench.measure.telemetry.gpu import GpuAbsent, GpuReport
 from bench.measure.telemetry.ollama import OllamaCrossCheck
 from bench.measure.telemetry.server import Counters, ServerReport
+from bench.rig import Deployment, recorded_deployment
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +143,16 @@ class Environment:
     model: str | None
     engine: str
     sources: dict[str, str]
-    deployment: JsonObject | None  # the deployment.json read, as it was
+    # The deployment record the run measured, as a document of its schema_version; {} without one.
+    # Kept as the JSON it is, so files that hold an older record still read (deployment_record).
+    deployment: JsonObject | None
     max_model_len: int | None  # as /v1/models said; None when the server does not say
+
+    @property
+    def deployment_record(self) -> Deployment | None:
+        """:attr:`deployment` read as the typed record (bench.rig.recorded_deployment); None when
+        the run had none, or kept a copy of no version this bench reads."""
+        return recorded_deployment(self.deployment)
 
 
 @dataclass(frozen=True, slots=True)

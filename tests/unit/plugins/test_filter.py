@@ -7,8 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from bench.errors import ConfigError
+from tests import deployments
 from tests.helpers import REPO, load_file_module
 
 PLUGIN = REPO / "ansible" / "plugins" / "filter" / "llmrig.py"
@@ -46,6 +49,8 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_disk_errors",
                 "llmrig_engine_units",
                 "llmrig_engine_knobs",
+                "llmrig_deployment",
+                "llmrig_deployment_read",
                 "llmrig_native_tools",
                 "llmrig_env_file",
                 "llmrig_firewall_rules",
@@ -98,3 +103,33 @@ def test_filters_render_problems(rendered_gpu: dict[str, Any]) -> None:
     resolved = llmrig.llmrig_resolve(knobs, rendered_gpu["host"])
     assert (resolved["device"], resolved["model"], resolved["errors"]) == ("cuda", "qwen3.8-27b-w4a16", [])
     assert resolved["preset"]["served_name"] == "qwen3.8-27b"
+
+
+def test_the_engine_table_filters() -> None:
+    """llmrig_engine_knobs lists a row's knobs for the YAML side, llmrig_native_tools asks the row
+    whether the engine takes tools; an unknown engine is refused naming inference_engine."""
+    llmrig = load_file_module(PLUGIN, "llmrig_filters")
+    assert llmrig.llmrig_engine_knobs("all", "endpoint")[:2] == ["vllm_host", "vllm_port"]
+    assert llmrig.llmrig_engine_knobs("ollama", "gpus") == []
+    knobs = {"vllm_tool_call_parser": "hermes", "vllm_enable_auto_tool_choice": True}
+    assert llmrig.llmrig_native_tools("vllm", knobs, "") is True
+    assert llmrig.llmrig_native_tools("llamacpp", knobs, "") is False
+    with pytest.raises(ConfigError, match="inference_engine: 'tgi' is not an engine"):
+        llmrig.llmrig_native_tools("tgi", {}, "")
+
+
+def test_the_deployment_filters_write_and_read_the_typed_record() -> None:
+    """llmrig_deployment adds the schema_version to the role's parts and refuses a part that does
+    not fit; llmrig_deployment_read gives a record of schema_version 1 its empty local URL."""
+    llmrig = load_file_module(PLUGIN, "llmrig_filters")
+    parts = {key: value for key, value in deployments.record().items() if key != "schema_version"}
+    written = llmrig.llmrig_deployment(parts)
+    assert written == {"schema_version": 2, **parts}
+    with pytest.raises(
+        ConfigError, match=r"deployment\.json: not a deployment record of schema_version 2: unit: missing"
+    ):
+        llmrig.llmrig_deployment({key: value for key, value in parts.items() if key != "unit"})
+    old = {**written, "schema_version": 1, "endpoint": {**parts["endpoint"]}}
+    del old["endpoint"]["local_base_url"]
+    read = llmrig.llmrig_deployment_read(old, "/etc/llmrig/deployment.json")
+    assert (read["schema_version"], read["endpoint"]["local_base_url"]) == (2, "")

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from bench.errors import ConfigError
-from bench.rig.open_webui import Connection, Secrets, default_model_params, engine_base_url, service_env
+from bench.rig import ENGINES_BY_NAME
+from bench.rig.open_webui import Connection, Secrets, default_model_params, native_tools, service_env
 from bench.rig.vllm_flags import env_file
 from tests.helpers import REPO, group_vars, load_file_module
 
@@ -62,19 +63,6 @@ def test_a_trailing_slash_is_never_handed_over() -> None:
 
 
 @pytest.mark.parametrize(
-    ("health_url", "base_url"),
-    [
-        ("http://127.0.0.1:8000/health", "http://127.0.0.1:8000/v1"),
-        ("http://127.0.0.1:8081/health", "http://127.0.0.1:8081/v1"),
-        ("http://127.0.0.1:11434/", "http://127.0.0.1:11434/v1"),
-        ("http://[::1]:8000/health", "http://[::1]:8000/v1"),
-    ],
-)
-def test_the_engine_url_comes_from_its_health_url(health_url: str, base_url: str) -> None:
-    assert engine_base_url(health_url) == base_url
-
-
-@pytest.mark.parametrize(
     ("knobs", "connection", "message"),
     [
         ({}, Connection("http://h:1/v1", "a;b", "m"), "OPENAI_API_KEYS"),
@@ -86,8 +74,6 @@ def test_the_engine_url_comes_from_its_health_url(health_url: str, base_url: str
 def test_bad_input_is_refused_naming_what_to_fix(knobs: dict[str, Any], connection: Connection, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _env(knobs, connection=connection)
-    with pytest.raises(ConfigError, match="health_url"):
-        engine_base_url("127.0.0.1:8000/health")
 
 
 def test_local_embeddings_need_the_model_and_off_bypasses_retrieval() -> None:
@@ -126,11 +112,11 @@ def test_the_environment_file_round_trips_through_systemds_quoting() -> None:
 
 
 def test_the_filter_the_role_calls_hands_everything_over() -> None:
-    """ansible/plugins/filter/llmrig.py's llmrig_open_webui_env: the engine's health URL becomes the
-    /v1 base, the secrets and directories land where Open WebUI reads them, and native_tools
+    """ansible/plugins/filter/llmrig.py's llmrig_open_webui_env: the engine's local base URL (its
+    /v1 on this host) is the connection, the secrets and directories land where Open WebUI reads them, and native_tools
     arrives as Ansible renders a bool (a string)."""
     plugin = load_file_module(REPO / "ansible" / "plugins" / "filter" / "llmrig.py", "llmrig_filters_under_test")
-    engine = {"health_url": "http://127.0.0.1:8081/health", "api_key": "k", "served_model_name": "gemma3-270m"}
+    engine = {"local_base_url": "http://127.0.0.1:8081/v1", "api_key": "k", "served_model_name": "gemma3-270m"}
     secrets = {"secret_key": "s", "admin_password": "p"}
     dirs = {"data": "/d", "static": "/c/static", "embedding_model": MODEL_DIR}
     env = plugin.llmrig_open_webui_env(KNOBS, engine, secrets, dirs, {"stop": ["\n"], "native_tools": "False"})
@@ -140,3 +126,22 @@ def test_the_filter_the_role_calls_hands_everything_over() -> None:
     assert json.loads(env["DEFAULT_MODEL_PARAMS"]) == {"function_calling": "legacy", "stop": ["\n"]}
     env = plugin.llmrig_open_webui_env(KNOBS, engine, secrets, dirs, {"stop": [], "native_tools": "True"})
     assert json.loads(env["DEFAULT_MODEL_PARAMS"]) == {}
+
+
+@pytest.mark.parametrize(
+    ("engine", "knobs", "preset_parser", "takes_tools"),
+    [
+        ("vllm", {"vllm_tool_call_parser": "hermes", "vllm_enable_auto_tool_choice": True}, "", True),
+        ("vllm", {"vllm_tool_call_parser": "hermes", "vllm_enable_auto_tool_choice": "False"}, "hermes", False),
+        ("vllm", {"vllm_tool_call_parser": "", "vllm_enable_auto_tool_choice": True}, "hermes", False),
+        ("vllm", {}, "hermes", False),
+        ("llamacpp", {"vllm_tool_call_parser": "hermes"}, "", False),
+        ("llamacpp", {}, "qwen3_coder", True),
+        ("ollama", {}, " ", False),
+    ],
+)
+def test_whether_the_engine_takes_tools_follows_its_tool_knobs_or_the_preset(
+    engine: str, knobs: dict[str, Any], preset_parser: str, takes_tools: bool
+) -> None:
+    """vLLM (tool knobs in its row): every one set, a rendered "False" is not; the others: the preset's parser."""
+    assert native_tools(ENGINES_BY_NAME[engine], knobs, preset_parser) is takes_tools

@@ -21,6 +21,7 @@ from bench.rig.plan import GIB, Plan, PlanError, Setup, plan
 from bench.rig.plan_inputs import architecture_from_config, parse_size, setup_from_deployment, setup_from_knobs
 from bench.rig.presets import Preset, load_presets
 from bench.rig.problems import Problem
+from tests import deployments
 from tests.helpers import REPO
 
 PRESETS: dict[str, Preset] = load_presets(REPO / "group_vars" / "all" / "models.yml")
@@ -184,23 +185,8 @@ def test_setup_from_knobs_reads_mtp_and_the_smallest_gpu() -> None:
 
 
 def test_setup_from_deployment_replays_the_recorded_arguments() -> None:
-    deployment = {
-        "engine": "vllm",
-        "device": "cpu",
-        "vllm": {
-            "args": [
-                "--max-model-len",
-                "2048",
-                "--max-num-seqs",
-                "4",
-                "--max-num-batched-tokens",
-                "4096",
-                "--enforce-eager",
-            ],
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "2"},
-        },
-        "host": {"gpus": []},
-    }
+    args = ["--max-model-len", "2048", "--max-num-seqs", "4", "--max-num-batched-tokens", "4096", "--enforce-eager"]
+    deployment = deployments.deployment(device="cpu", args=args, env={"VLLM_CPU_KVCACHE_SPACE": "2"})
     setup = setup_from_deployment(deployment, 0.253)
     assert (setup.device, setup.max_model_len, setup.cpu_kvcache_space_gib, setup.enforce_eager) == (
         "cpu",
@@ -209,7 +195,7 @@ def test_setup_from_deployment_replays_the_recorded_arguments() -> None:
         True,
     )
     with pytest.raises(ConfigError, match="only vLLM"):
-        setup_from_deployment({**deployment, "engine": "ollama"}, 0.253)
+        setup_from_deployment(deployments.deployment("ollama"), 0.253)
 
 
 def test_config_json_of_a_hybrid_and_of_gemma() -> None:
@@ -253,17 +239,13 @@ def test_bench_plan_exits_4_when_vllm_could_not_start(capsys: pytest.CaptureFixt
 
 
 def test_bench_plan_check_compares_with_deployment_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    deployment = {
-        "engine": "vllm",
-        "device": "cpu",
-        "preset": "gemma3-270m",
-        "vllm": {
-            "args": ["--max-model-len", "2048", "--max-num-batched-tokens", "4096"],
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
-        },
-        "startup": {"kv_cache_tokens": 55356},
-        "host": {"gpus": []},
-    }
+    deployment = deployments.record(
+        device="cpu",
+        preset="gemma3-270m",
+        args=["--max-model-len", "2048", "--max-num-batched-tokens", "4096"],
+        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+        startup={"kv_cache_tokens": 55356},
+    )
     path = tmp_path / "deployment.json"
     path.write_text(json.dumps(deployment), encoding="utf-8")
     assert cli.main(["--config-dir", str(REPO), "plan", "--check", "--deployment", str(path)]) == 0

@@ -26,6 +26,7 @@ from bench.measure.probe.expect import (
 )
 from bench.measure.probe.result import PROBE_FILE, TTFO_RUNS, CheckResult, ProbeResult, latest_probe, write_probe
 from bench.measure.target import Target
+from tests import deployments
 from tests.fakes.capability_openai_server import CapabilityServer
 
 KEY = "test-key"
@@ -181,7 +182,7 @@ def test_an_unknown_context_is_not_run_and_gates_nothing(fake: CapabilityServer)
 def test_expected_failures_are_marked_and_still_failed() -> None:
     """A deployment without tool or reasoning parser: those checks fail as expected, still in failed."""
     server = CapabilityServer(tools="400", reasoning="none")
-    deployment = {"engine": "vllm", "vllm": {"args": ["--model", "m", "--max-model-len", "2048"]}}
+    deployment = deployments.deployment(args=["--model", "m", "--max-model-len", "2048"])
     try:
         result = _probe(server, expectations(deployment))
     finally:
@@ -202,40 +203,32 @@ def test_expected_failures_are_marked_and_still_failed() -> None:
     [
         (None, None, set(), None),
         (
-            {"engine": "vllm", "vllm": {"args": ["--max-model-len", "32K"]}},
+            deployments.deployment(args=["--max-model-len", "32K"]),
             None,
             {*TOOL_CHECKS, "reasoning_field"},
             32768,
         ),
         (
-            {
-                "engine": "vllm",
-                "vllm": {
-                    "args": [
-                        "--enable-auto-tool-choice",
-                        "--tool-call-parser",
-                        "qwen3_coder",
-                        "--reasoning-parser=qwen3",
-                    ]
-                },
-            },
+            deployments.deployment(
+                args=["--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder", "--reasoning-parser=qwen3"]
+            ),
             None,
             set(),
             None,
         ),
         (
-            {"engine": "vllm", "vllm": {"args": ["--tool-call-parser", "hermes"]}},
+            deployments.deployment(args=["--tool-call-parser", "hermes"]),
             None,
             {*AUTO_TOOL_CHECKS, "reasoning_field"},
             None,
         ),
         (
-            {"engine": "llamacpp", "preset": "p", "llamacpp": {"args": []}},
+            deployments.deployment("llamacpp", preset="p", args=[]),
             PresetFacts("", "qwen3"),
             set(TOOL_CHECKS),
             None,
         ),
-        ({"engine": "ollama", "preset": "p"}, PresetFacts("hermes", ""), {"reasoning_field"}, None),
+        (deployments.deployment("ollama", preset="p"), PresetFacts("hermes", ""), {"reasoning_field"}, None),
     ],
 )
 def test_expectations_follow_the_deployment(
@@ -328,7 +321,7 @@ def test_cli_exits_0_when_only_expected_failures_occur(tmp_path: Path, capsys: p
     """The deployment lacks tool and reasoning parsers: those fail as expected, exit 0, and a line says so."""
     deployment = tmp_path / "deployment.json"
     args = ["--served-model-name", "capable", "--max-model-len", "2048"]
-    deployment.write_text(json.dumps({"engine": "vllm", "served_model_name": "capable", "vllm": {"args": args}}))
+    deployment.write_text(json.dumps(deployments.record(served_model_name="capable", args=args)))
     server = CapabilityServer(tools="400", reasoning="none")
     try:
         assert _cli(server, tmp_path, "--deployment", str(deployment)) == 0

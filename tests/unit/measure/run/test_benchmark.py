@@ -35,6 +35,7 @@ from bench.measure.run.benchmark import Progress, RunOptions, execute
 from bench.measure.run.prompts import Calibration, PromptFactory
 from bench.measure.run.window import closed_loop_window
 from bench.measure.target import Target
+from tests import deployments
 from tests.helpers import GROUP_VARS, REPO
 from tests.result_files import load_result
 from tests.scripted import KEY, Scripted
@@ -364,14 +365,13 @@ def test_cli_reads_endpoint_key_model_and_tag_from_the_fetched_deployment(script
     (checkout / "group_vars" / "all").symlink_to(GROUP_VARS)
     host = checkout / "artifacts" / "box"
     host.mkdir(parents=True)
-    deployment = {
-        "engine": "vllm",
-        "preset": "gemma3-270m",
-        "served_model_name": "scripted",
-        "config_version": "v1-test",
-        "endpoint": {"base_url": scripted.base_url},
-        "vllm": {"args": ["--tensor-parallel-size", "1"]},
-    }
+    deployment = deployments.record(
+        preset="gemma3-270m",
+        served_model_name="scripted",
+        config_version="v1-test",
+        base_url=scripted.base_url,
+        args=["--tensor-parallel-size", "1"],
+    )
     (host / "deployment.json").write_text(json.dumps(deployment), encoding="utf-8")
     (host / "api_key").write_text(KEY + "\n", encoding="utf-8")
     results_dir = tmp_path / "results"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import httpx
 import pytest
 
 from bench.measure.telemetry import server
+from bench.measure.telemetry.server_types import Counters
+from bench.rig import ENGINES
 
 BEFORE = """\
 # HELP vllm:request_success_total Count of successfully processed requests.
@@ -113,3 +116,33 @@ def test_the_scrapes_during_a_run_keep_just_the_gauges() -> None:
     assert all(whole.values[name] == value for name, value in gauges.values.items())
     assert gauges.buckets == {}
     assert gauges.cache_config == {}
+
+
+def test_the_samples_come_from_the_engine_table() -> None:
+    """Every field's samples are those the engines' rows name; each field is one of the report's."""
+    for engine in ENGINES:
+        if engine.metrics is None:
+            continue
+        for name, sample in engine.metrics.counters.items():
+            assert sample in server.COUNTERS[name]
+            assert name in {item.name for item in dataclasses.fields(Counters)}
+        for name, sample in engine.metrics.gauges.items():
+            assert sample in server.GAUGES[name]
+    assert server.COUNTERS["prompt_tokens"] == ("vllm:prompt_tokens_total",)
+    assert set(server.CACHE_CONFIG) == {"vllm:cache_config_info"}
+
+
+def test_a_field_two_engines_feed_sums_what_the_scrape_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a second engine's sample on a field, a scrape holding either one (or both) fills it."""
+    monkeypatch.setitem(server.COUNTERS, "prompt_tokens", ("vllm:prompt_tokens_total", "other:prompt_tokens_total"))
+    before = server.Scrape(0, {"other:prompt_tokens_total": 5.0})
+    after = server.Scrape(1, {"other:prompt_tokens_total": 12.0})
+    assert server.counter_deltas(before, after).prompt_tokens == 7.0
+    assert server.counter_deltas(before, None).prompt_tokens is None
+
+
+def test_the_engine_is_told_by_a_counter_only_it_feeds() -> None:
+    """vLLM's and llama.cpp's own counters name their engine; no known counter names none."""
+    assert server.engine_of(Counters(requests_succeeded=4.0)) == "vllm"
+    assert server.engine_of(Counters(llamacpp_decode_calls=9.0)) == "llamacpp"
+    assert server.engine_of(Counters()) is None

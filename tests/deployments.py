@@ -1,0 +1,72 @@
+"""deployment.json records of the shape the engine role writes, for the tests that hand bench one.
+
+:func:`record` builds one through the typed record (:mod:`bench.rig.deployment`), so every test
+document is one the role could have written; each test names only what it is about.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from bench.codec import JsonObject
+from bench.rig import DEPLOYMENT_FILE, ENGINE_NAMES, ENGINES_BY_NAME, Deployment
+from bench.rig.deployment import Endpoint, Engines, EngineSection, Gpu, HostFacts, Startup
+
+
+def gpu(index: int = 0, memory_mib: int = 16311) -> Gpu:
+    """One RTX 5060 Ti 16 GB as nvidia-smi lists it."""
+    return Gpu(
+        index, "NVIDIA GeForce RTX 5060 Ti", memory_mib, "12.0", "580.95.05", f"00000000:0{index + 1}:00.0", "10de:2d04"
+    )
+
+
+def deployment(
+    engine: str = "vllm",
+    *,
+    args: list[str] | None = None,
+    base_url: str = "",
+    preset: str = "gemma3-270m",
+    served_model_name: str = "m",
+    config_version: str = "v1",
+    device: str = "cpu",
+    startup: dict[str, Any] | None = None,
+    gpus: tuple[Gpu, ...] = (),
+    env: JsonObject | None = None,
+) -> Deployment:
+    """A record of ``engine`` serving ``served_model_name`` at ``base_url`` (default: the engine's
+    port on loopback) with the command line ``args`` (vLLM and llama.cpp; Ollama records none)."""
+    spec = ENGINES_BY_NAME[engine]
+    base_url = base_url or f"http://127.0.0.1:{spec.default_port}/v1"
+    root = re.sub(r"/v1$", "", base_url)
+    endpoint = Endpoint(
+        base_url=base_url,
+        local_base_url=base_url,
+        health_url=root + spec.health_path,
+        metrics_url=root + "/metrics" if spec.metrics else "",
+        api_key_file="/etc/llmrig/api_key" if spec.api_key else "",
+    )
+    section = EngineSection(
+        unit=spec.unit,
+        model={"path": "/srv/llmrig/models/m"},
+        args=None if engine == "ollama" else list(args or []),
+        env=env,
+    )
+    return Deployment(
+        engine=engine,
+        engines=Engines(engine, [name for name in ENGINE_NAMES if name != engine]),
+        device=device,
+        preset=preset,
+        served_model_name=served_model_name,
+        config_version=config_version,
+        unit=spec.unit,
+        endpoint=endpoint,
+        startup=Startup("0123abcd", "Tue 2026-12-01 10:00:00 UTC", dict(startup or {})),
+        host=HostFacts(list(gpus), gpus[0].driver_version if gpus else "", "AMD Ryzen 9 7950X"),
+        section=section,
+    )
+
+
+def record(engine: str = "vllm", **changes: Any) -> JsonObject:
+    """:func:`deployment` as the JSON document deployment.json holds."""
+    return DEPLOYMENT_FILE.to_document(deployment(engine, **changes))
