@@ -123,6 +123,24 @@ def run_playbook(
     return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed, changed, ran, listed)
 
 
+def ansible_render(expression: str, variables: dict[str, Any]) -> Any:
+    """``expression`` templated by ansible on localhost with ``variables`` as extra vars (role
+    variables copied from their files, Jinja and all, and the values they read)."""
+    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
+    command = [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", "ansible.builtin.debug"]
+    done = subprocess.run(
+        [*command, "-e", json.dumps(variables), "-a", f"msg={expression}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+
+
 def playbook_dump(
     playbook: str, dump_var: str, extra_vars: dict[str, Any], *, tmp_path: Path, **options: Any
 ) -> dict[str, Any]:

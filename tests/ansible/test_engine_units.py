@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bench.rig import ENGINES
-from tests.helpers import BIN, REPO
+from tests.helpers import BIN, REPO, ansible_render
 
 pytestmark = pytest.mark.ansible
 
@@ -66,29 +66,11 @@ def test_engines_dial_a_wildcard_bind_by_one_rule(bind: str, local: str, client:
         assert _render(role[f"_{engine.name}_client_host"], **knobs) == client
 
 
-def _render_with(expression: str, variables: dict[str, object]) -> object:
-    """``expression`` templated by ansible on localhost with ``variables`` (role variables copied
-    from their files, Jinja and all, and the knobs they read) as extra vars."""
-    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
-    command = [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", "ansible.builtin.debug"]
-    done = subprocess.run(
-        [*command, "-e", json.dumps(variables), "-a", f"msg={expression}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
-
-
 def test_the_firewall_takes_every_engines_endpoint_knobs_from_the_table() -> None:
     """roles/firewall/vars/main.yml's _firewall_knobs: its shared knobs, then each engine's host and port."""
     role = _role_vars("firewall")
     assert "llmrig_engine_knobs('endpoint')" in role["_firewall_knobs"]
-    rendered = _render_with(
+    rendered = ansible_render(
         "{{ _firewall_knobs }}", {name: role[name] for name in ("_firewall_knobs", "_firewall_shared_knobs")}
     )
     endpoint = [knob for engine in ENGINES for knob in (engine.host_knob, engine.port_knob)]
@@ -102,7 +84,7 @@ def test_verify_counts_the_gpus_by_the_engines_gpus_knob(engine: str, needed: in
     tasks = yaml.safe_load((REPO / "roles" / "engine" / "tasks" / "verify.yml").read_text(encoding="utf-8"))
     (check,) = [task for task in tasks if task["name"].startswith("verify | The GPUs the engine needs")]
     variables = {**check["vars"], "inference_engine": engine, "vllm_tensor_parallel_size": 2}
-    assert int(str(_render_with("{{ __engine_gpus_needed }}", variables))) == needed
+    assert int(str(ansible_render("{{ __engine_gpus_needed }}", variables))) == needed
 
 
 @pytest.mark.parametrize(
@@ -127,4 +109,4 @@ def test_open_webui_asks_the_table_whether_the_engine_takes_tools(
         "llmrig_preset": {"tool_call_parser": preset_parser},
         **knobs,
     }
-    assert _render_with("{{ _open_webui_native_tools }}", variables) is native
+    assert ansible_render("{{ _open_webui_native_tools }}", variables) is native

@@ -1,0 +1,143 @@
+"""deployment.json as the engine role really writes it: roles/engine/tasks/record.yml's expression,
+rendered by Ansible with the host facts preflight gathers (two GPUs, through the nvidia-smi fake),
+passes through the llmrig_deployment filter, and bench reads the file back as its typed record;
+verify and Open WebUI read the host's file back through llmrig_deployment_read."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bench.rig import read_deployment
+from tests.helpers import REPO, PlaybookRun, ansible_render, run_playbook
+
+pytestmark = pytest.mark.ansible
+
+PLAYBOOK = "tests/ansible/deployment_record.yml"
+PUBLISHED = {
+    "name": "vllm",
+    "unit": "vllm.service",
+    "health_url": "http://127.0.0.1:8000/health",
+    "base_url": "http://gpu-box:8000/v1",
+    "local_base_url": "http://127.0.0.1:8000/v1",
+    "metrics_url": "http://gpu-box:8000/metrics",
+    "api_key_file": "/etc/llmrig/api_key",
+    "served_model_name": "qwen3.8-27b",
+    "restart_needed": False,
+}
+RECORD = {
+    "startup": {"kv_cache_tokens": 228010, "max_concurrency": 3.48, "attention_backend": "TRITON_ATTN"},
+    "details": {
+        "distribution": "vllm",
+        "versions": {"vllm": "0.33.0"},
+        "args": ["--model", "/srv/llmrig/models/m", "--tensor-parallel-size", "2"],
+        "env": {"HF_HUB_OFFLINE": "1"},
+        "secret_env_names": ["VLLM_API_KEY"],
+        "unit": "vllm.service",
+        "model": {"source": "hf", "path": "/srv/llmrig/models/m"},
+    },
+}
+
+
+def _write_task() -> dict[str, Any]:
+    tasks = yaml.safe_load((REPO / "roles/engine/tasks/record.yml").read_text(encoding="utf-8"))
+    (task,) = [task for task in tasks if task["name"].startswith("record | Write deployment.json")]
+    return dict(task)
+
+
+def _render(tmp_path: Path, published: dict[str, Any]) -> tuple[PlaybookRun, Path]:
+    """record.yml's write task rendered on localhost after preflight, with ``published`` as llmrig_engine."""
+    task = _write_task()
+    engine_vars = yaml.safe_load((REPO / "roles/engine/vars/main.yml").read_text(encoding="utf-8"))
+    dump = tmp_path / "deployment.json"
+    extra = {
+        "record_dump": str(dump),
+        "record_content": task["ansible.builtin.copy"]["content"],
+        **task["vars"],
+        "_engine_units": engine_vars["_engine_units"],
+        "llmrig_engine": published,
+        "llmrig_engine_record": RECORD,
+        "__engine_show": {
+            "stdout_lines": ["InvocationID=0123abcd", "ActiveEnterTimestamp=Tue 2026-12-01 10:00:00 UTC"]
+        },
+        "__engine_git": {"rc": 0, "stdout": "v1.4-2-gabc1234"},
+    }
+    return run_playbook(PLAYBOOK, extra, host="gpu", check=False, tmp_path=tmp_path), dump
+
+
+def test_the_role_writes_a_record_bench_reads(tmp_path: Path) -> None:
+    """The file holds schema_version 2, the engine's section under its name, both base URLs and the
+    GPUs preflight found; bench reads it back."""
+    run, path = _render(tmp_path, PUBLISHED)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["schema_version"] == 2
+    assert document["vllm"]["args"][-2:] == ["--tensor-parallel-size", "2"]
+    record = read_deployment(path)
+    assert (record.engine, record.engines.stopped, record.config_version) == (
+        "vllm",
+        ["ollama", "llamacpp"],
+        "v1.4-2-gabc1234",
+    )
+    assert (record.endpoint.base_url, record.endpoint.local_base_url) == (
+        PUBLISHED["base_url"],
+        PUBLISHED["local_base_url"],
+    )
+    assert [gpu.memory_mib for gpu in record.host.gpus] == [16311, 16311]
+    assert record.startup.invocation_id == "0123abcd"
+    assert record.startup.kv_cache_tokens == 228010
+    assert record.section.facts["versions"] == {"vllm": "0.33.0"}
+
+
+def test_a_part_that_does_not_fit_fails_the_task_naming_it(tmp_path: Path) -> None:
+    """An engine role that published a port where the local base URL goes: the write fails, naming the field."""
+    run, dump = _render(tmp_path, {**PUBLISHED, "local_base_url": 8000})
+    assert run.returncode != 0
+    assert not dump.exists()
+    (name, _, message) = run.failed_tasks[-1]
+    assert name == "Write the record"
+    assert "endpoint.local_base_url: 8000 is not a string" in message
+
+
+def _recorded(tmp_path: Path) -> str:
+    """The record the role writes, base64 as ansible.builtin.slurp returns it."""
+    run, path = _render(tmp_path, PUBLISHED)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def test_verify_and_open_webui_dial_the_recorded_local_base_url(tmp_path: Path) -> None:
+    """roles/engine/tasks/verify.yml checks the engine at the record's local base URL, and Open
+    WebUI, when the engine play did not run, points at the same one (no URL rebuilt from another)."""
+    content = _recorded(tmp_path)
+    tasks = yaml.safe_load((REPO / "roles/engine/tasks/verify.yml").read_text(encoding="utf-8"))
+    (decide,) = [task for task in tasks if task["name"].startswith("verify | Decide the endpoint to check")]
+    facts = decide["ansible.builtin.set_fact"]
+    variables = {
+        "__engine_deployment_file": {"content": content},
+        "_engine_deployment_path": "/etc/llmrig/deployment.json",
+    }
+    assert (
+        ansible_render("{{ " + facts["__engine_base_url"].strip("{} ") + " }}", variables)
+        == PUBLISHED["local_base_url"]
+    )
+    preflight = yaml.safe_load((REPO / "roles/open_webui/tasks/preflight.yml").read_text(encoding="utf-8"))
+    (decide,) = [task for task in preflight if task["name"].startswith("preflight | Decide which engine Open WebUI")]
+    variables = {
+        "__open_webui_engine": decide["ansible.builtin.set_fact"]["__open_webui_engine"],
+        **decide["vars"],
+        "__open_webui_deployment_file": {"content": content},
+        "_open_webui_deployment_path": "/etc/llmrig/deployment.json",
+    }
+    engine = ansible_render("{{ __open_webui_engine }}", variables)
+    assert engine == {
+        "local_base_url": PUBLISHED["local_base_url"],
+        "api_key_file": PUBLISHED["api_key_file"],
+        "served_model_name": PUBLISHED["served_model_name"],
+        "name": "vllm",
+    }
