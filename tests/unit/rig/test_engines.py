@@ -91,19 +91,19 @@ def test_every_knob_a_row_names_is_a_knob_with_a_spec() -> None:
 def test_the_rows_hold_what_each_engine_does() -> None:
     """vLLM splits a model over GPUs and takes tools through two knobs; Ollama takes no key and no
     extra arguments and needs the preset's ollama_tag; llama.cpp needs its gguf_file."""
-    vllm, ollama, llamacpp = ENGINES
+    vllm, ollama, llamacpp = (ENGINES_BY_NAME[name] for name in ("vllm", "ollama", "llamacpp"))
     assert (vllm.gpus_knob, vllm.tool_knobs) == (
         "vllm_tensor_parallel_size",
         ("vllm_tool_call_parser", "vllm_enable_auto_tool_choice"),
     )
     assert (ollama.api_key, ollama.extra_args_knob, ollama.owned_flags, ollama.metrics) == (False, "", {}, None)
     assert (ollama.preset_needs, llamacpp.preset_needs, vllm.preset_needs) == ("ollama_tag", "gguf_file", "")
-    assert [engine.title for engine in ENGINES] == ["vLLM", "Ollama", "llama.cpp"]
+    assert [engine.title for engine in (vllm, ollama, llamacpp)] == ["vLLM", "Ollama", "llama.cpp"]
 
 
 def test_owned_flags_are_found_however_they_are_spelled() -> None:
     """owner_of: ``--max_model_len=4096`` is vLLM's --max-model-len; a value or an unowned flag has no owner."""
-    vllm, ollama, llamacpp = ENGINES
+    vllm, ollama, llamacpp = (ENGINES_BY_NAME[name] for name in ("vllm", "ollama", "llamacpp"))
     assert vllm.owned_flags is OWNED_FLAGS
     assert vllm.owner_of("--max_model_len=4096") == "vllm_max_model_len"
     assert vllm.owner_of("-tp") == "vllm_tensor_parallel_size"

@@ -30,8 +30,10 @@ from tests.helpers import knob_spec as merged_spec
 
 ROLES = sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir())
 CONDITIONS = {"when", "that", "failed_when", "changed_when", "until"}  # bare Jinja expressions
-# Names shaped like a knob: a role's prefix, the shared llmrig_* and model knobs, inference_engine.
-KNOB_SHAPE = re.compile(r"^(vllm|ollama|llamacpp|engine|watchdog|open_webui|nvidia_driver|llmrig|model|inference)(_|$)")
+# Names shaped like a knob: a role's prefix (every engine's from the engine table), the shared
+# llmrig_* and model knobs, inference_engine.
+_PREFIXES = (*ENGINE_NAMES, "engine", "watchdog", "open_webui", "nvidia_driver", "llmrig", "model", "inference")
+KNOB_SHAPE = re.compile(rf"^({'|'.join(_PREFIXES)})(_|$)")
 # The order roles run in site.yml; the engine roles share a stage (engine includes one of them).
 STAGE = {
     "preflight": 0,

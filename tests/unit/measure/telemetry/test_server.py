@@ -128,8 +128,8 @@ def test_the_samples_come_from_the_engine_table() -> None:
             assert name in {item.name for item in dataclasses.fields(Counters)}
         for name, sample in engine.metrics.gauges.items():
             assert sample in server.GAUGES[name]
-    assert server.COUNTERS["prompt_tokens"] == ("vllm:prompt_tokens_total",)
-    assert set(server.CACHE_CONFIG) == {"vllm:cache_config_info"}
+    assert "vllm:prompt_tokens_total" in server.COUNTERS["prompt_tokens"]
+    assert "vllm:cache_config_info" in server.CACHE_CONFIG
 
 
 def test_a_field_two_engines_feed_sums_what_the_scrape_holds(monkeypatch: pytest.MonkeyPatch) -> None:
