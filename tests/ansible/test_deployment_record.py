@@ -122,10 +122,7 @@ def test_verify_and_open_webui_dial_the_recorded_local_base_url(tmp_path: Path) 
         "__engine_deployment_file": {"content": content},
         "_engine_deployment_path": "/etc/llmrig/deployment.json",
     }
-    assert (
-        ansible_render("{{ " + facts["__engine_base_url"].strip("{} ") + " }}", variables)
-        == PUBLISHED["local_base_url"]
-    )
+    assert ansible_render(facts["__engine_base_url"], variables) == PUBLISHED["local_base_url"]
     preflight = yaml.safe_load((REPO / "roles/open_webui/tasks/preflight.yml").read_text(encoding="utf-8"))
     (decide,) = [task for task in preflight if task["name"].startswith("preflight | Decide which engine Open WebUI")]
     variables = {

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from bench.rig import DEPLOYMENT_VERSION
 from tests import browser
 from tests.box import Box, cpu_host_vars, remove, rig_environment, start
 from tests.helpers import BIN, REPO, PlaybookRun
@@ -638,7 +639,7 @@ def test_no_secret_leaks(box: Box) -> None:
     }
     # The sampler saw the engines' processes, and the readable files include deployment.json.
     assert "/opt/llmrig/vllm/venv/bin/" in places["process command lines"]
-    assert '"schema_version": 1' in places["/etc/llmrig"]
+    assert f'"schema_version": {DEPLOYMENT_VERSION}' in places["/etc/llmrig"]
     # Each leak names the knob, the place and the first line that holds it (the secret masked).
     leaks = [
         (knob, place, next(line for line in text.splitlines() if value in line).replace(value, "<" + knob + ">")[:300])
