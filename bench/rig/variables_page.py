@@ -24,18 +24,18 @@ from typing import Any
 import yaml
 
 from bench.errors import ConfigError
+from bench.rig.engines import ENGINES
 from bench.rig.specs import knob_options, knob_spec, load_specs
 
 PAGE = Path("docs") / "variables.md"
 REGENERATE = "python -m bench.rig.variables_page"
-# group_vars/all file stem to its section's title, in page order; a file not listed comes last.
+# group_vars/all file stem to its section's title, in page order (each engine's file by the engine
+# table, under the engine's title); a file not listed comes last.
 SECTIONS = {
     "engine": "Engine and layout",
     "models": "Model and presets",
-    "vllm": "vLLM",
+    **{engine.name: engine.title for engine in ENGINES},
     "endpoint": "Addresses and ports",
-    "ollama": "Ollama",
-    "llamacpp": "llama.cpp",
     "driver": "NVIDIA driver",
     "open_webui": "Open WebUI",
     "security": "Security",
