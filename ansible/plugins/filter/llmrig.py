@@ -70,15 +70,13 @@ def llmrig_engine_units(scope: str) -> dict[str, str]:
 
 
 def llmrig_deployment(parts: dict[str, Any]) -> dict[str, Any]:
-    """The deployment.json the engine role writes: ``parts`` (every key but schema_version) as
-    the typed record reads them, with schema_version (bench.rig.deployment.record); a part that
-    does not fit fails the task, naming it."""
+    """The deployment.json the engine role writes: ``parts`` (all but schema_version) through the
+    typed record (bench.rig.deployment.record); a part that does not fit fails the task, named."""
     return deployment.record(parts)
 
 
 def llmrig_deployment_read(document: Any, where: str = "deployment.json") -> dict[str, Any]:
-    """A deployment.json read back on the host (verify, Open WebUI) through the typed record,
-    as a document of this version (bench.rig.deployment.parse_deployment)."""
+    """deployment.json read back (verify, Open WebUI) through the typed record, as the current version."""
     return deployment.DEPLOYMENT_FILE.to_document(deployment.parse_deployment(document, str(where)))
 
 
@@ -90,8 +88,7 @@ def llmrig_engine_knobs(scope: str, kind: str) -> list[str]:
 
 
 def llmrig_native_tools(engine: str, knobs: dict[str, Any], preset_tool_parser: str) -> bool:
-    """Whether the engine takes OpenAI ``tools``, from its tool knobs' values or the preset's
-    tool-call parser (bench.rig.open_webui.native_tools)."""
+    """Whether the engine takes OpenAI ``tools`` (bench.rig.open_webui.native_tools)."""
     return open_webui.native_tools(engines.engine_named(str(engine)), knobs, str(preset_tool_parser or ""))
 
 
