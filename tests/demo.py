@@ -78,9 +78,9 @@ def ending(seconds: int, webui_url: str, base_url: str, container: str) -> str:
         f"Engine:      {base_url}   (API key in {ARTIFACTS / 'api_key'}; the same URL whichever engine serves)",
         f"The model:   {MODEL} is a tiny base model. It answers in one line only with a stop string (the chat",
         '             above sends stop=["\\n"], and so does Open WebUI); without one it runs on to max_tokens.',
-        "             It has no tool-call format: a request with tools gets a clean 400. bench probe reports",
-        "             those checks as expected failures, and bench compare then shows its tag but does not",
-        "             rank it (--include-failing ranks it anyway).",
+        "             It has no tool-call format and does not reason: a request with tools gets a clean 400,",
+        "             and no reasoning comes back. bench probe reports those checks as expected failures, and",
+        "             bench compare then shows its tag but does not rank it (--include-failing ranks it anyway).",
         f"Next, from this directory (bench finds the demo box by itself, through {ENV_FILE}):",
     ]
     for step in next_steps():

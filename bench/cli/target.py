@@ -28,10 +28,10 @@ DEMO_NAMES = ("BENCH_DEPLOYMENT", "BENCH_BASE_URL")
 _LINE = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>\S*)$")
 
 TARGET_HELP = (
-    "Where requests go: each flag, else its BENCH_* variable, else the deployment.json it reads "
-    "(--deployment, else BENCH_DEPLOYMENT, else the only artifacts/*/deployment.json), else group_vars/all. "
-    "With none of these, the demo box: scripts/demo writes build/demo/bench.env (BENCH_DEPLOYMENT, "
-    "BENCH_BASE_URL), which bench reads from the checkout by itself."
+    "Where requests go: each flag, else its BENCH_* variable, else the deployment.json bench reads (--deployment, "
+    "else BENCH_DEPLOYMENT, else the only artifacts/*/deployment.json, else the demo box's: scripts/demo writes "
+    "build/demo/bench.env, BENCH_DEPLOYMENT and BENCH_BASE_URL, which bench reads from the checkout by itself "
+    "when no base URL is given), else group_vars/all/endpoint.yml."
 )
 
 
