@@ -4,7 +4,8 @@ the container's own sshd in inetd mode, started through ``podman exec``), with c
 published on the host's loopback only.
 
 ``python -m tests.box up NAME --dir DIR --publish PORT ...`` starts one (or finds it running) for
-``scripts/demo``; ``tests/e2e`` calls :func:`start` directly. Needs the environment that
+``scripts/demo``, with :func:`demo_host_vars` (every engine on one port); ``tests/e2e`` calls
+:func:`start` directly. Needs the environment that
 ``scripts/testrig env`` prints (CONTAINERS_CONF, LLMRIG_TESTRIG_IMAGE, LLMRIG_WHEELHOUSE).
 """
 
@@ -24,10 +25,14 @@ from typing import Any
 
 import yaml
 
+from bench.rig.engines import ENGINES
 from tests.helpers import PlaybookRun, run_playbook
 
 HOST = "box"  # the inventory name of the box (host_vars/box.yml, artifacts/box/)
 PLAYBOOK_TIMEOUT_S = 1500
+# The one port inside the demo box that every engine listens on, so that its published port (and
+# the engine URL the demo prints) stays true whichever engine serves; Open WebUI keeps its own.
+DEMO_ENGINE_PORT = 8000
 
 
 @dataclass
@@ -236,6 +241,15 @@ def cpu_host_vars(box: Box) -> dict[str, Any]:
     }
 
 
+def demo_host_vars(box: Box) -> dict[str, Any]:
+    """The demo box's settings: :func:`cpu_host_vars`, and every engine on every interface of the
+    box at :data:`DEMO_ENGINE_PORT` (preflight lets engines share a port: only one runs at a time),
+    so that ``-e inference_engine=llamacpp`` is reached at the same published port as vLLM."""
+    engines = {knob: value for engine in ENGINES
+               for knob, value in ((engine.host_knob, "0.0.0.0"), (engine.port_knob, DEMO_ENGINE_PORT))}  # fmt: skip
+    return {**cpu_host_vars(box), **engines}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.box", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["up", "ports"])
@@ -247,8 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.action == "up":
         reused = running(args.name) and (args.dir / "inventory" / "hosts.yml").exists()
         box = start(args.name, args.dir.resolve(), publish=args.publish, reuse=True)
-        if not reused:
-            box.set_host_vars(cpu_host_vars(box))
+        # A reused box keeps what its host_vars already say, and gains settings added since.
+        box.set_host_vars({**demo_host_vars(box), **(box.host_vars() if reused else {})})
         print(json.dumps({"reused": reused, "inventory": str(box.inventory)}))
         return 0
     box = Box(args.name, args.dir / "inventory", args.dir / "artifacts", args.dir)

@@ -35,7 +35,8 @@ EXAMPLES = """\
 examples:
   bench presets                          list the model presets in group_vars/all/models.yml
   bench presets qwen3.8-27b-w4a16        show every field of one preset
-  bench run single                       one stream against the deployed endpoint (artifacts/*/deployment.json)
+  bench run single                       one stream against the deployed endpoint (artifacts/*/deployment.json,
+                                         else the box scripts/demo left in build/demo/bench.env)
   bench run sweep --concurrency 1 4 16   closed-loop levels of concurrency, filed under the deployment's tag
   bench run single --base-url http://127.0.0.1:8000/v1 --api-key KEY --tag my-test
   bench capacity --min-decode 20         the most users at 20 tok/s each, and the longest context of one

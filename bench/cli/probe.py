@@ -100,5 +100,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
         raise ProbeFailed(f"{len(result.unexpected)} check(s) failed that the deployment does not explain: {names}")
     if result.failed:
         names = ", ".join(check.name for check in result.failed)
-        console.print(f"expected failures only ({names}): the deployment lacks these capabilities; not ranked")
+        console.print(
+            f"expected failures only ({names}): the deployment lacks these capabilities; bench compare shows "
+            f"tag {result.tag} but does not rank it (--include-failing ranks it anyway)",
+            soft_wrap=True,
+        )
     return 0

@@ -1,20 +1,43 @@
 """The target flags that every measuring command shares (``--base-url``, ``--api-key``,
 ``--model``, ``--tag``, ``--deployment``, ``--results-dir``) and their resolution, exactly as
-``bench run`` resolves them (:mod:`bench.measure.target`)."""
+``bench run`` resolves them (:mod:`bench.measure.target`).
+
+Which deployment.json bench reads (:func:`discover`): ``--deployment``, else ``BENCH_DEPLOYMENT``,
+else the only ``*/deployment.json`` under ``llmrig_artifacts_dir``. When none of these names one
+and no base URL is given either, bench falls back to the demo box: ``scripts/demo`` writes
+:data:`DEMO_ENV_FILE` in the checkout (``BENCH_DEPLOYMENT`` and ``BENCH_BASE_URL`` lines, the
+address of the box's published engine port on this machine), and its values then count as
+environment variables, below the real ones. ``scripts/demo --remove`` deletes it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import ConfigError
 from bench.measure.target import Target, environment, find_deployment, resolve
 from bench.rig.presets import find_models_file
 
+# Relative to the checkout (the directory that holds group_vars/): where scripts/demo leaves its box's address.
+DEMO_ENV_FILE = Path("build") / "demo" / "bench.env"
+# The variables that file may set: where the box's record is, and how this machine reaches its engine.
+DEMO_NAMES = ("BENCH_DEPLOYMENT", "BENCH_BASE_URL")
+_LINE = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>\S*)$")
+
+TARGET_HELP = (
+    "Where requests go: each flag, else its BENCH_* variable, else the deployment.json bench reads (--deployment, "
+    "else BENCH_DEPLOYMENT, else the only artifacts/*/deployment.json, else the demo box's: scripts/demo writes "
+    "build/demo/bench.env, BENCH_DEPLOYMENT and BENCH_BASE_URL, which bench reads from the checkout by itself "
+    "when no base URL is given), else group_vars/all/endpoint.yml."
+)
+
 
 def add_target_flags(parser: argparse.ArgumentParser) -> None:
     """Add the "target" group and ``--results-dir`` to a subcommand's parser."""
-    target = parser.add_argument_group("target")
+    target = parser.add_argument_group("target", TARGET_HELP)
     target.add_argument("--base-url", help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (env BENCH_BASE_URL)")
     target.add_argument(
         "--api-key", help="API key (env BENCH_API_KEY; default: the key fetched beside deployment.json)"
@@ -26,7 +49,10 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
         "--tag", help="results go to RESULTS_DIR/TAG (env BENCH_TAG; default: the deployment's version)"
     )
     target.add_argument(
-        "--deployment", type=Path, help="deployment.json to read (default: the only artifacts/*/deployment.json)"
+        "--deployment",
+        type=Path,
+        help="deployment.json to read (env BENCH_DEPLOYMENT; default: the only artifacts/*/deployment.json, "
+        "else the demo box's)",
     )
     add_results_dir(parser)
 
@@ -47,9 +73,65 @@ def config_dir_of(args: argparse.Namespace) -> Path | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """The deployment.json bench reads, the environment it resolves with, and where any variable
+    that is not this process's own came from (the demo's file)."""
+
+    deployment: Path | None
+    env: dict[str, str]
+    origins: dict[str, str] = field(default_factory=dict)
+
+
+def read_env_file(path: Path, checkout: Path) -> dict[str, str]:
+    """The ``NAME=VALUE`` lines of ``path`` (``#`` comments and blank lines skipped), with a
+    relative ``BENCH_DEPLOYMENT`` made absolute under ``checkout``."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc}); run scripts/demo again, or scripts/demo --remove") from exc
+    values: dict[str, str] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _LINE.match(line.strip())
+        if match is None or match["name"] not in DEMO_NAMES:
+            raise ConfigError(f"{path}:{number}: want one of {', '.join(DEMO_NAMES)} as NAME=VALUE, got {line!r}")
+        values[match["name"]] = match["value"]
+    if "BENCH_DEPLOYMENT" in values:
+        values["BENCH_DEPLOYMENT"] = str(checkout / values["BENCH_DEPLOYMENT"])
+    return values
+
+
+def discover(args: argparse.Namespace, config_dir: Path | None) -> Discovery:
+    """Which deployment.json to read and the environment to resolve with (see the module docstring)."""
+    env = environment()
+    named = env.get("BENCH_DEPLOYMENT")
+    if args.deployment is None and named:
+        if not Path(named).is_file():
+            raise ConfigError(f"BENCH_DEPLOYMENT: {named} does not exist")
+        return Discovery(Path(named), env)
+    deployment = find_deployment(args.deployment, config_dir)
+    url_given = bool(getattr(args, "base_url", None) or env.get("BENCH_BASE_URL"))
+    if deployment is not None or url_given or config_dir is None:
+        return Discovery(deployment, env)
+    checkout = config_dir.parent.parent
+    demo_file = checkout / DEMO_ENV_FILE
+    if not demo_file.is_file():
+        return Discovery(None, env)
+    demo = read_env_file(demo_file, checkout)
+    recorded = demo.get("BENCH_DEPLOYMENT")
+    if not recorded or not Path(recorded).is_file():
+        raise ConfigError(
+            f"{demo_file}: BENCH_DEPLOYMENT {recorded or '(unset)'} does not exist; run scripts/demo again, "
+            "or scripts/demo --remove"
+        )
+    return Discovery(Path(recorded), {**demo, **env}, dict.fromkeys(demo, str(DEMO_ENV_FILE)))
+
+
 def resolve_target(args: argparse.Namespace, config_dir: Path | None) -> Target:
     """The endpoint, key, model and tag from the flags, the environment, deployment.json and
-    group_vars, in that order."""
+    group_vars, in that order (and the demo box when nothing names a target)."""
     flags = {name: getattr(args, name) for name in ("base_url", "api_key", "model", "tag")}
-    deployment = find_deployment(args.deployment, config_dir)
-    return resolve(flags, environment(), deployment_path=deployment, config_dir=config_dir)
+    found = discover(args, config_dir)
+    return resolve(flags, found.env, deployment_path=found.deployment, config_dir=config_dir, origins=found.origins)

@@ -11,7 +11,8 @@ group_vars, in that order of precedence; each value remembers where it came from
 
 deployment.json is ``--deployment PATH``, or the only ``*/deployment.json`` under
 ``llmrig_artifacts_dir`` (``artifacts/`` in the repository that holds ``group_vars``; see
-:func:`bench.rig.artifacts_dir`).
+:func:`bench.rig.artifacts_dir`); the command line adds ``BENCH_DEPLOYMENT`` and the demo box
+(:func:`bench.cli.target.discover`).
 """
 
 from __future__ import annotations
@@ -82,15 +83,22 @@ def find_deployment(explicit: Path | None, config_dir: Path | None) -> Path | No
 
 
 def resolve(
-    flags: Mapping[str, str | None], env: Mapping[str, str], *, deployment_path: Path | None, config_dir: Path | None
+    flags: Mapping[str, str | None],
+    env: Mapping[str, str],
+    *,
+    deployment_path: Path | None,
+    config_dir: Path | None,
+    origins: Mapping[str, str] | None = None,
 ) -> Target:
-    """Resolve the run's target from ``flags`` (None = not given), ``env`` and the files."""
+    """Resolve the run's target from ``flags`` (None = not given), ``env`` and the files;
+    ``origins`` names the file a variable of ``env`` was read from, when not this process."""
     deployment = read_deployment(deployment_path) if deployment_path is not None else None
     knobs = literal_knobs(config_dir, "engine.yml", "endpoint.yml") if config_dir else {}
     sources: dict[str, str] = {}
 
     def pick(name: str, env_name: str, *fallbacks: tuple[str, Any]) -> Any:
-        candidates = [(f"--{name.replace('_', '-')}", flags.get(name)), (env_name, env.get(env_name)), *fallbacks]
+        env_source = f"{env_name} ({origins[env_name]})" if origins and env_name in origins else env_name
+        candidates = [(f"--{name.replace('_', '-')}", flags.get(name)), (env_source, env.get(env_name)), *fallbacks]
         for source, value in candidates:
             if value not in (None, ""):
                 sources[name] = source

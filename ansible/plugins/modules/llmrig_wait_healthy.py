@@ -1,12 +1,14 @@
 #!/usr/bin/python
-"""Ansible module: wait until a systemd-managed engine answers its health URL, or fail with its journal."""
+"""Ansible module: wait until a systemd-managed service (an engine, Open WebUI) answers its health
+URL, or fail with its journal. One task that blocks: no until/retries loop, whose every try
+Ansible prints as ``FAILED - RETRYING``."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: llmrig_wait_healthy
-short_description: Wait until an engine's health URL answers 200, failing early when its unit dies
+short_description: Wait until a service's health URL answers 200, failing early when its unit dies
 description:
   - Polls O(url) until it answers HTTP 200, for up to O(timeout_s) seconds (first model loads take minutes).
   - Fails at once, with the unit's last journal lines, when the unit enters the failed state or
@@ -18,7 +20,7 @@ options:
     type: str
     required: true
   unit:
-    description: systemd unit that runs the engine.
+    description: systemd unit that runs the service.
     type: str
     required: true
   timeout_s:
@@ -33,6 +35,10 @@ options:
     description: Journal lines to include in a failure message.
     type: int
     default: 60
+  timeout_knob:
+    description: The variable that sets O(timeout_s), named in the time-out message as the one to raise.
+    type: str
+    default: engine_health_timeout_s
 author: llmrig
 """
 
@@ -122,8 +128,8 @@ def wait(params: dict[str, Any]) -> dict[str, Any]:
                 "failed": True,
                 "restarts": restarts,
                 "msg": f"{params['url']} did not answer 200 within {params['timeout_s']} s "
-                f"(last answer: {last_status or 'no connection'}); raise engine_health_timeout_s if the "
-                f"model is still loading. Last journal lines of {unit}:\n"
+                f"(last answer: {last_status or 'no connection'}); raise {params['timeout_knob']} if it is "
+                f"still starting (a first model load takes minutes). Last journal lines of {unit}:\n"
                 f"{journal_tail(unit, params['journal_lines'])}",
             }
         time.sleep(params["interval_s"])
@@ -137,6 +143,7 @@ def main() -> None:
             "timeout_s": {"type": "int", "default": 1200},
             "interval_s": {"type": "float", "default": 5},
             "journal_lines": {"type": "int", "default": 60},
+            "timeout_knob": {"type": "str", "default": "engine_health_timeout_s"},
         },
         supports_check_mode=True,
     )

@@ -17,8 +17,13 @@ PORT_KNOBS = (*(engine.port_knob for engine in ENGINES), "open_webui_port")
 HOST_KNOBS = (*(engine.host_knob for engine in ENGINES), "open_webui_host")
 
 
+ENGINE_PORT_KNOBS = frozenset(engine.port_knob for engine in ENGINES)
+
+
 def rule_ports(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """Every service has its own port."""
+    """Every service that runs beside another has its own port. The engines may share one: the
+    engine role stops every other engine before it starts the chosen one, so one published port
+    reaches whichever engine serves (the demo box does that)."""
     problems: list[Problem] = []
     owners: dict[int, str] = {}
     for knob in PORT_KNOBS:
@@ -26,8 +31,9 @@ def rule_ports(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Pr
         if port is None or not 1 <= port <= 65535:
             problems += err(knob, f"must be a TCP port (1-65535), got {knobs.get(knob)!r}")
             continue
-        if port in owners:
-            problems += err(knob, f"port {port} is already taken by {owners[port]}; give {knob} another port")
+        owner = owners.get(port)
+        if owner is not None and not {owner, knob} <= ENGINE_PORT_KNOBS:
+            problems += err(knob, f"port {port} is already taken by {owner}; give {knob} another port")
         owners.setdefault(port, knob)
     return problems
 

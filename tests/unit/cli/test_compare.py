@@ -54,7 +54,8 @@ def test_compare_prints_figures_verdicts_and_candidate_causes(
     status, out, _ = _bench(capsys, "compare", "v1", "v2", "--results-dir", str(results))
     assert status == 0
     assert "v2 against v1" in out
-    assert "v1: no probe on record" in out
+    assert "v1: no probe on record, so ranked unchecked (bench probe --tag TAG checks" in out
+    assert "once a probe fails any check, an expected failure included, the tag is not ranked without" in out
     assert "sweep c=1, 64 in / 16 out" in out
     assert "tested between runs (2 and 2 runs; one value per run; Welch t)" in out
     assert "* v2 decodes 2.0x faster per stream at one stream (better), significant" in out

@@ -34,7 +34,15 @@ def unit_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _params(url: str, **changes: Any) -> dict[str, Any]:
-    return {"url": url, "unit": "vllm.service", "timeout_s": 5, "interval_s": 0.05, "journal_lines": 3, **changes}
+    return {
+        "url": url,
+        "unit": "vllm.service",
+        "timeout_s": 5,
+        "interval_s": 0.05,
+        "journal_lines": 3,
+        "timeout_knob": "engine_health_timeout_s",
+        **changes,
+    }
 
 
 def test_waits_through_503_until_200(engine: HealthEngine, unit_state: Path) -> None:
@@ -73,3 +81,12 @@ def test_timeout_names_the_knob_and_shows_the_journal(unit_state: Path) -> None:
     assert "engine_health_timeout_s" in result["msg"]
     assert "last answer: no connection" in result["msg"]
     assert "fake journal line 0" in result["msg"]
+
+
+def test_timeout_names_the_knob_it_is_given(unit_state: Path) -> None:
+    """Open WebUI's wait names open_webui_ready_timeout_s, not the engine's knob."""
+    params = _params("http://127.0.0.1:9/ready", timeout_s=0.2, unit="open-webui.service")
+    result = MODULE.wait({**params, "timeout_knob": "open_webui_ready_timeout_s"})
+    assert result["failed"] is True
+    assert "raise open_webui_ready_timeout_s if it is still starting" in result["msg"]
+    assert "engine_health_timeout_s" not in result["msg"]

@@ -330,6 +330,7 @@ def test_cli_exits_0_when_only_expected_failures_occur(tmp_path: Path, capsys: p
     out = capsys.readouterr().out
     assert "expected FAIL" in out
     assert "expected failures only (tool_call_single, tool_calls_parallel" in out
+    assert "bench compare shows tag t but does not rank it (--include-failing ranks it anyway)" in out
     probe = latest_probe(tmp_path / "results", "t")
     assert probe is not None
     assert len(probe.failed) == 6
