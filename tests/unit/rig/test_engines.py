@@ -67,8 +67,8 @@ def test_the_rules_check_every_engine_endpoint() -> None:
 
 
 def test_engine_units() -> None:
-    """'all' maps every engine to its unit, a name maps that one alone, anything else is a ConfigError."""
-    assert engine_units("all") == {"vllm": "vllm.service", "ollama": "ollama.service", "llamacpp": "llamacpp.service"}
+    """A name maps that engine alone, anything else is a ConfigError ('all', every engine, is the
+    engine role's _engine_units, rendered by Ansible in tests/ansible/test_engine_units.py)."""
     assert engine_units("ollama") == {"ollama": "ollama.service"}
     with pytest.raises(ConfigError, match=re.escape("'tgi' is not an engine; choose one of vllm, ollama, llamacpp")):
         engine_units("tgi")
