@@ -17,6 +17,7 @@ from bench import cli
 from bench.rig.plan import Setup, plan
 from bench.rig.presets import load_presets
 from bench.rig.startup import parse_vllm_log
+from tests.deployments import record
 from tests.helpers import REPO
 from tests.integration.test_real_engines import Server, start_vllm
 
@@ -56,14 +57,14 @@ def test_prediction_equals_the_pool_vllm_reports(
 
     # The same comparison through `bench plan --check`, from a deployment.json of this run.
     args = ["--max-model-len", str(length), "--enforce-eager", *extra]
-    deployment = {
-        "engine": "vllm",
-        "device": "cpu",
-        "preset": "gemma3-270m",
-        "vllm": {"args": args, "env": {"VLLM_CPU_KVCACHE_SPACE": str(space)}},
-        "startup": {"kv_cache_tokens": reported},
-        "host": {"gpus": []},
-    }
+    deployment = record(
+        "vllm",
+        device="cpu",
+        preset="gemma3-270m",
+        args=args,
+        env={"VLLM_CPU_KVCACHE_SPACE": str(space)},
+        startup={"kv_cache_tokens": reported},
+    )
     path = tmp_path / "deployment.json"
     path.write_text(json.dumps(deployment), encoding="utf-8")
     assert cli.main(["--config-dir", str(REPO), "plan", "--check", "--deployment", str(path)]) == 0
