@@ -72,7 +72,7 @@ class Document(Generic[T]):
         if not isinstance(document, dict):
             raise self.error(f"{where}: not a {self.noun} (a JSON object was expected)")
         found = document.get("schema_version")
-        if found != self.version:
+        if type(found) is not int or found != self.version:  # true == 1 and 1.0 == 1 in Python
             raise self.error(
                 f"{where}: schema_version {found!r}; this bench reads {self.noun} files of "
                 f"schema_version {self.version} only"

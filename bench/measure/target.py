@@ -60,8 +60,11 @@ class Target:
         """Prometheus endpoint: the one deployment.json records for the endpoint it records (None
         for an engine that serves none), else beside /v1 on the same server (as vLLM and llama.cpp
         serve it)."""
-        if self.deployment is not None and self.deployment.endpoint.base_url == self.base_url:
-            return self.deployment.endpoint.metrics_url or None
+        if self.deployment is not None:
+            if not self.deployment.endpoint.metrics_url:
+                return None  # the engine serves none, wherever it is reached (Ollama)
+            if self.deployment.endpoint.base_url == self.base_url:
+                return self.deployment.endpoint.metrics_url
         return self.server_url + "/metrics"
 
 

@@ -183,7 +183,7 @@ class Deployment:
         engine = values["engine"]
         if engine not in data:
             raise ShapeError(engine, f"missing: the section of engine {engine!r}")
-        unknown = sorted(set(data) - set(_TOP) - {engine})
+        unknown = sorted(set(data) - (set(_TOP) - {"section"}) - {engine})  # "section" is the field, not a key
         if unknown:
             raise ShapeError(path, f"unknown keys {unknown}")
         return Deployment(**values, section=read_as(EngineSection, data[engine], engine))
@@ -234,7 +234,8 @@ DEPLOYMENT_FILE: Document[Deployment] = Document(
 def _current(document: object) -> object:
     """``document`` as a record of this version: one of schema_version 1 gains an empty
     ``endpoint.local_base_url`` (it was not recorded); anything else is left as it is."""
-    if not isinstance(document, dict) or document.get("schema_version") != _FIRST_VERSION:
+    found = document.get("schema_version") if isinstance(document, dict) else None
+    if not isinstance(document, dict) or type(found) is not int or found != _FIRST_VERSION:
         return document
     endpoint = document.get("endpoint")
     if isinstance(endpoint, dict):

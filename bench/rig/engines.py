@@ -1,16 +1,18 @@
 """The engines llmrig can run, in one typed table that bench and the Ansible roles derive from.
 
 ``inference_engine`` names one of :data:`ENGINES`. Each row says what is the same kind of fact
-for every engine, so that nothing else spells an engine by name: its unit and health path (the
-engine role, through ``llmrig_engine_units``), its host, port, context and extra-arguments knobs
+for every engine, so that nothing else spells an engine by name: its unit (the engine role,
+through ``llmrig_engine_units``) and health path (each role's own health URL ends in it, a test
+checks), its host, port, context and extra-arguments knobs
 (the rules in :mod:`bench.rig.rules`, the firewall, the knob prefixes of :mod:`bench.rig.inputs`),
 the flags its role writes from a knob (the extra-arguments rule), the path knobs preflight checks,
 whether it takes the API key, the knob of the GPUs it splits a model over (``playbooks/verify.yml``),
 the knobs that let it take OpenAI ``tools`` (Open WebUI's function calling), the preset field it
 needs, and the Prometheus samples of its ``/metrics`` that fill bench's server report
-(:mod:`bench.measure.telemetry.server`). The Ansible side reads a row through the
-``llmrig_engine`` filter. The default ports equal ``group_vars/all/endpoint.yml`` (a test compares
-them); that file stays the place an operator changes a port.
+(:mod:`bench.measure.telemetry.server`). The Ansible side reads the table through the
+``llmrig_engine_units``, ``llmrig_engine_knobs`` and ``llmrig_native_tools`` filters. The default
+ports equal ``group_vars/all/endpoint.yml`` (a test compares them); that file stays the place an
+operator changes a port.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ role whose prefix it carries when that role reads it, else the first role to run
 readers (preflight, firewall, engine, the engine role that engine includes, watchdog, secrets,
 open_webui), and `engine` for the knobs that several engine roles share, since engine includes
 either; knobs that only the rules in `bench/rig` read are typed in preflight. The top of
-`roles/preflight/meta/argument_specs.yml` states this rule and `tests/unit/test_knob_specs.py`
+`roles/preflight/meta/argument_specs.yml` states this rule and `tests/unit/rig/test_specs.py`
 enforces it, with every knob a role reads typed and every typed knob read.
 
 Ansible checks a role's entry point `main` when the role starts; preflight checks the union of

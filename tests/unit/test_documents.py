@@ -5,6 +5,7 @@ shape, every refusal names the file, a write is atomic, and a type with or witho
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,14 @@ def test_refusals_name_the_file_and_both_versions_in_the_kinds_error(tmp_path: P
     path.write_text("{", encoding="utf-8")
     with pytest.raises(ConfigError, match=rf"^{path}: cannot read it as JSON"):
         bare.read(path)
+
+
+@pytest.mark.parametrize("found", [True, 3.0, "3"])
+def test_a_version_that_is_not_an_int_is_refused(tmp_path: Path, found: object) -> None:
+    """true == 1 and 3.0 == 3 in Python, but the schema's const refuses them, and so does the reader."""
+    carried, _ = _kinds(tmp_path)
+    with pytest.raises(ResultFileError, match=rf"schema_version {re.escape(repr(found))}; this bench reads"):
+        carried.parse({"schema_version": found, "name": "a"}, "somewhere")
 
 
 def test_the_default_error_is_a_result_file_error(tmp_path: Path) -> None:

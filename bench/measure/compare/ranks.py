@@ -1,8 +1,8 @@
 """The two-sided Mann-Whitney U test, without ``scipy.stats`` (whose import alone costs more than
 a whole ``bench compare`` may take): midranks for ties, the exact null distribution of U for small
 samples without ties, else the normal approximation with the tie and continuity corrections.
-Both branches give ``scipy.stats.mannwhitneyu``'s p-values (tests/unit/test_ranks.py checks them
-against it)."""
+Both branches give ``scipy.stats.mannwhitneyu``'s p-values (tests/unit/measure/compare/test_stats.py
+checks them against it)."""
 
 from __future__ import annotations
 

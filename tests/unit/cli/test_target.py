@@ -15,6 +15,7 @@ from bench.cli.main import build_parser
 from bench.cli.target import DEMO_ENV_FILE, discover, resolve_target
 from bench.errors import ConfigError
 from bench.measure.target import Target
+from bench.rig import parse_deployment
 from tests import deployments
 from tests.helpers import BIN, GROUP_VARS
 
@@ -124,3 +125,16 @@ def test_help_documents_the_demo_box(command: str) -> None:
     text = " ".join(done.stdout.split())
     assert "BENCH_DEPLOYMENT" in text
     assert "scripts/demo writes build/demo/bench.env" in text
+
+
+def test_a_record_without_metrics_is_believed_at_any_url() -> None:
+    """Ollama records no /metrics: reached at the demo's published port (another URL than the
+    record's), bench scrapes nothing; vLLM's record reached elsewhere is scraped beside /v1."""
+    ollama = parse_deployment(deployments.record("ollama"), "d")
+    assert Target("http://127.0.0.1:45000/v1", "", None, "t", "ollama", ollama).metrics_url is None
+    vllm = parse_deployment(deployments.record("vllm"), "d")
+    assert (
+        Target("http://127.0.0.1:45000/v1", "k", None, "t", "vllm", vllm).metrics_url
+        == "http://127.0.0.1:45000/metrics"
+    )
+    assert Target(vllm.endpoint.base_url, "k", None, "t", "vllm", vllm).metrics_url == vllm.endpoint.metrics_url

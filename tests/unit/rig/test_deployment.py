@@ -60,6 +60,7 @@ def test_every_engine_has_its_section_under_its_name(engine: str) -> None:
         (lambda parts: parts["endpoint"].pop("local_base_url"), "endpoint.local_base_url: missing"),
         (lambda parts: parts.pop("vllm"), "vllm: missing: the section of engine 'vllm'"),
         (lambda parts: parts.update(extra=1), "unknown keys ['extra']"),
+        (lambda parts: parts.update(section={}), "unknown keys ['section']"),  # the field's name is not a key
         (lambda parts: parts["vllm"].update(args=["--port", 8000]), "vllm.args[1]: 8000 is not a string"),
         (
             lambda parts: parts["host"].update(gpus=[{**to_json(deployments.gpu()), "colour": "red"}]),
@@ -102,6 +103,14 @@ def test_a_record_of_schema_version_1_still_reads() -> None:
     read = parse_deployment(document, "old")
     assert read.endpoint.local_base_url == ""
     assert read.endpoint.base_url == "http://127.0.0.1:8000/v1"
+
+
+@pytest.mark.parametrize("version", [True, 1.0, 2.0, "2"])
+def test_a_version_that_is_not_an_int_is_refused(version: object) -> None:
+    """true equals 1 and 2.0 equals 2 in Python; the schema's const refuses them, so bench does too."""
+    document = {**deployments.record(), "schema_version": version}
+    with pytest.raises(ConfigError, match=rf"schema_version {re.escape(repr(version))}; this bench reads"):
+        parse_deployment(document, "d")
 
 
 def test_a_result_file_keeps_a_record_or_none() -> None:
