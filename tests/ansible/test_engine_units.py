@@ -3,36 +3,18 @@ the engine role's units (the engine table) and the engines' dialled addresses (d
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 import pytest
 import yaml
 
 from bench.rig import ENGINES
-from tests.helpers import BIN, REPO, ansible_render
+from tests.helpers import REPO, ansible_render
 
 pytestmark = pytest.mark.ansible
 
 
 def _render(expression: str, **extra_vars: str) -> object:
     """``expression`` (a role variable's value) templated by ansible on localhost."""
-    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
-    command = [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", "ansible.builtin.debug"]
-    for name, value in extra_vars.items():
-        command += ["-e", f"{name}={value}"]
-    done = subprocess.run(
-        [*command, "-a", f"msg={expression}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    return ansible_render(expression, dict(extra_vars))
 
 
 def _role_vars(role: str) -> dict[str, str]:
