@@ -54,6 +54,8 @@ BROKEN = [
     (("source",), "s3", "model_presets.p.source must be one of"),
     (("checkpoint_format",), "exl2", "model_presets.p.checkpoint_format must be one of"),
     (("multimodal",), "yes", "model_presets.p.multimodal must be of type bool"),
+    (("quant_symmetric",), KeyError, "model_presets.p.quant_symmetric is missing"),
+    (("quant_symmetric",), "yes", "model_presets.p.quant_symmetric must be true, false or null, got 'yes'"),
     (("weights_gb",), -1, "model_presets.p.weights_gb must be positive"),
     (("hf_repo",), "", "model_presets.p.hf_repo is required when source is hf"),
     (("served_name",), "", "model_presets.p.served_name must not be empty"),
