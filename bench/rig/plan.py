@@ -265,18 +265,33 @@ def judge(arch: Architecture, setup: Setup, result: Plan) -> list[Problem]:
         )
     linear_groups = [group for group in result.groups if group.kind == "linear"]
     if linear_groups:
-        state_slots = result.num_blocks // sum(group.blocks_per_sequence for group in linear_groups)
-        if state_slots < seqs:
-            problems.append(
-                Problem(
-                    "vllm_max_num_seqs",
-                    f"{seqs} exceeds the {state_slots} DeltaNet state slots the pool holds; "
-                    + (
-                        "the scheduler admits fewer at once"
-                        if setup.enforce_eager
-                        else "CUDA graph capture fails at start-up; lower it"
-                    ),
-                    "warning" if setup.enforce_eager else "error",
-                )
-            )
+        problems += _state_problems(setup, result, sum(group.blocks_per_sequence for group in linear_groups))
     return problems
+
+
+def _state_problems(setup: Setup, result: Plan, state_blocks: int) -> list[Problem]:
+    """A hybrid's DeltaNet states against vllm_max_num_seqs. With CUDA graphs vLLM 0.32 raises
+    "max_num_seqs (N) exceeds available Mamba cache blocks (M)" when N > M, the pool's blocks
+    (``CompilationConfig.resolve_cudagraph_mode_and_sizes``); eager, nothing is checked. Either way
+    the pool holds the states of ``blocks // state_blocks`` running sequences at most."""
+    seqs, blocks = setup.max_num_seqs, result.num_blocks
+    if not setup.enforce_eager and seqs > blocks:
+        return [
+            Problem(
+                "vllm_max_num_seqs",
+                f"{seqs} exceeds the {blocks:,} blocks of the KV pool; with CUDA graphs vLLM refuses to start "
+                f'("exceeds available Mamba cache blocks"); lower it to at most {blocks:,}',
+                "error",
+            )
+        ]
+    slots = blocks // state_blocks
+    if seqs > slots:
+        return [
+            Problem(
+                "vllm_max_num_seqs",
+                f"{seqs} exceeds the {slots} sequences whose DeltaNet states the pool holds ({blocks:,} blocks // "
+                f"{state_blocks} state blocks each); the scheduler admits at most {slots} at once",
+                "warning",
+            )
+        ]
+    return []

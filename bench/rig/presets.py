@@ -68,6 +68,7 @@ class Preset:
     served_name: str
     checkpoint_format: str
     quantization: str
+    quant_symmetric: bool | None  # 4-bit weights without zero points; None = not a 4-bit int quant
     tool_call_parser: str
     reasoning_parser: str
     chat_template: str
@@ -106,7 +107,9 @@ _ARCH_INT_FIELDS = ("layers", "full_attention_layers", "attention_heads", "kv_he
 _ARCH_BOOL_FIELDS = ("hybrid", "moe", "mtp_head")
 _CHOICES = {"family": FAMILIES, "source": SOURCES, "checkpoint_format": CHECKPOINT_FORMATS}
 
-PRESET_KEYS = frozenset((*_STR_FIELDS, *_INT_FIELDS, "multimodal", "weights_gb", "architecture", "stop"))
+PRESET_KEYS = frozenset(
+    (*_STR_FIELDS, *_INT_FIELDS, "multimodal", "quant_symmetric", "weights_gb", "architecture", "stop")
+)
 ARCHITECTURE_KEYS = frozenset((*_ARCH_INT_FIELDS, "sliding_window", *_ARCH_BOOL_FIELDS, "linear_attention"))
 _LINEAR_INT_FIELDS = ("key_heads", "value_heads", "key_head_dim", "value_head_dim", "conv_kernel")
 LINEAR_KEYS = frozenset((*_LINEAR_INT_FIELDS, "state_dtype"))
@@ -212,6 +215,11 @@ def parse_preset(name: str, data: Any) -> Preset:
         raise PresetError(f"{where}.pypi_package is required when source is pypi")
     if not strs["served_name"]:
         raise PresetError(f"{where}.served_name must not be empty")
+    if "quant_symmetric" not in data:
+        raise PresetError(f"{where}.quant_symmetric is missing")
+    symmetric = data["quant_symmetric"]
+    if symmetric is not None and not isinstance(symmetric, bool):
+        raise PresetError(f"{where}.quant_symmetric must be true, false or null, got {symmetric!r}")
     stop = _take(data, "stop", list, where)
     if not all(isinstance(item, str) and item for item in stop):
         raise PresetError(f"{where}.stop must be a list of non-empty strings, got {stop!r}")
@@ -219,6 +227,7 @@ def parse_preset(name: str, data: Any) -> Preset:
         name=name,
         stop=tuple(stop),
         multimodal=_take(data, "multimodal", bool, where),
+        quant_symmetric=symmetric,
         weights_gb=weights_gb,
         architecture=parse_architecture(data.get("architecture"), f"{where}.architecture"),
         **strs,

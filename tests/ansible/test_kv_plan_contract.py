@@ -250,3 +250,26 @@ def test_plan_reports_what_vllm_reports(case: Case, vllm_results: dict[str, dict
     assert sorted((group.kind, group.layers) for group in ours.groups) == sorted(
         (group["kind"], group["layers"]) for group in theirs["groups"]
     ), "the layers in each group"
+
+
+HYBRID_CUDA = [case for case in CASES if case.device == "cuda" and PRESETS[case.preset].architecture.linear_attention]
+
+
+@pytest.mark.parametrize("case", HYBRID_CUDA, ids=[case.id for case in HYBRID_CUDA])
+def test_cuda_graphs_refuse_the_sequences_vllm_refuses(case: Case, vllm_results: dict[str, dict[str, Any]]) -> None:
+    """With CUDA graphs on, vLLM's resolve_cudagraph_mode_and_sizes accepts as many sequences as the
+    pool has blocks and refuses one more ("exceeds available Mamba cache blocks"); so does the planner."""
+    theirs = vllm_results[case.id]
+    if "error" in theirs:
+        return
+    blocks = theirs["num_blocks"]
+    graphs = theirs["full_decode_graphs"]
+    assert (graphs["at_blocks"], graphs["above_blocks"]) == (True, False)
+    assert f"exceeds available Mamba cache blocks ({blocks})" in graphs["refusal"]
+    preset = PRESETS[case.preset]
+    for seqs, refused in ((blocks, False), (blocks + 1, True)):
+        setup = dataclasses.replace(_setup(case), max_num_seqs=seqs, enforce_eager=False)
+        errors = [p for p in plan(preset.architecture, setup, preset.native_context).problems if p.severity == "error"]
+        assert [p.variable for p in errors] == (["vllm_max_num_seqs"] if refused else [])
+        if refused:
+            assert f"lower it to at most {blocks:,}" in errors[0].message

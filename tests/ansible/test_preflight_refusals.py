@@ -42,6 +42,14 @@ HOLD_PORT = (
 )
 
 
+def _asymmetric_moe() -> dict[str, Any]:
+    """The Qwen3.6 MoE preset marked as having asymmetric (zero-point) 4-bit experts."""
+    presets = yaml.safe_load((GROUP_VARS / "models.yml").read_text(encoding="utf-8"))["model_presets"]
+    preset = json.loads(json.dumps(presets["qwen3.6-35b-a3b-awq"]))
+    preset["quant_symmetric"] = False
+    return {**presets, "asymmetric-moe": preset}
+
+
 def _hybrid_with_odd_heads() -> dict[str, Any]:
     """The Qwen3.6 preset with 15 linear-attention key heads, which tensor parallel 2 cannot split."""
     presets = yaml.safe_load((GROUP_VARS / "models.yml").read_text(encoding="utf-8"))["model_presets"]
@@ -150,6 +158,23 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         "group",
         {"vllm_max_model_len": 262144, "vllm_gpu_memory_utilization": 0.8},
         "vllm_max_model_len",
+    ),
+    # With CUDA graphs, 146 sequences on 2 x 16 GB: the default preset's pool has 145 blocks, one
+    # DeltaNet state block per decode sequence ("exceeds available Mamba cache blocks" on the box).
+    (
+        "hybrid-seqs-over-state-blocks",
+        "gpu",
+        "host",
+        {"vllm_max_num_seqs": 146, "vllm_enforce_eager": False},
+        "vllm_max_num_seqs",
+    ),
+    # vLLM's compressed-tensors MoE path: "Only symmetric quantization is supported for MoE".
+    (
+        "asymmetric-moe-experts",
+        "gpu",
+        "extra",
+        {"model_presets": _asymmetric_moe(), "model": "asymmetric-moe"},
+        "model",
     ),
     # The NVIDIA driver: a choice the spec refuses, and the branch floor.
     ("driver-source", "cpu", "host", {"nvidia_driver_source": "debian"}, "nvidia_driver_source"),

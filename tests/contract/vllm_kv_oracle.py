@@ -45,7 +45,10 @@ state_dtype}; ``tensor_parallel_size``; ``max_model_len``; ``max_num_batched_tok
 A result: ``block_size`` (what /metrics reports), ``attention_block_size``, ``num_blocks``,
 ``bytes_per_block``, ``concurrency``, ``tokens`` (the "KV cache size" vLLM logs), ``groups``
 (kind, layers, blocks per request), ``mamba_cache_mode`` and ``max_in_flight_tokens``; or
-``error`` when vLLM refuses the setting (for example a pool that cannot hold one request).
+``error`` when vLLM refuses the setting (for example a pool that cannot hold one request). A
+hybrid's result also has ``full_decode_graphs``: whether ``CompilationConfig.
+resolve_cudagraph_mode_and_sizes`` (full decode CUDA graphs, a worker's KV cache config) accepts
+``max_num_seqs`` = ``num_blocks`` and ``num_blocks + 1``, with the message of a refusal.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from typing import Any
 
 import torch
 from vllm.config import VllmConfig
+from vllm.config.compilation import CompilationConfig, CUDAGraphMode
 from vllm.config.model import ModelConfig
 from vllm.config.speculative import SpeculativeConfig
 from vllm.model_executor.layers.attention.attention import Attention
@@ -73,7 +77,7 @@ from vllm.platforms.cpu import CpuPlatform
 from vllm.platforms.interface import Platform
 from vllm.utils.math_utils import cdiv
 from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
-from vllm.v1.attention.backend import AttentionType
+from vllm.v1.attention.backend import AttentionCGSupport, AttentionType
 from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
 from vllm.v1.attention.backends.triton_attn import TritonAttentionBackend
@@ -270,6 +274,7 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
     scheduler = kv_cache_utils.generate_scheduler_kv_cache_config(configs)
     groups = scheduler.kv_cache_groups
     tokens, concurrency = kv_cache_utils.get_kv_cache_capacity(config, scheduler)
+    graphs = full_decode_graphs(configs[0]) if case["linear"] else None
     participating = [group.kv_cache_spec.block_size for group in groups if group.kv_cache_spec.prefix_cacheable]
     return {
         "id": case["id"],
@@ -282,6 +287,7 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
         "bytes_per_block": kv_cache_utils._pool_bytes_per_block(config, configs[0].kv_cache_groups),
         "concurrency": concurrency,
         "tokens": tokens,
+        "full_decode_graphs": graphs,
         "groups": [
             {
                 "kind": _kind(group.kv_cache_spec),
@@ -294,6 +300,25 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
             for group in groups
         ],
     }
+
+
+def full_decode_graphs(kv_cache_config: Any) -> dict[str, Any]:
+    """Whether vLLM's CUDA graph resolution accepts as many sequences as the pool has blocks, and one more."""
+    outcome: dict[str, Any] = {"refusal": ""}
+    for name, seqs in (("at_blocks", kv_cache_config.num_blocks), ("above_blocks", kv_cache_config.num_blocks + 1)):
+        graphs = CompilationConfig(cudagraph_mode=CUDAGraphMode.FULL_AND_PIECEWISE)
+        try:
+            # The GDN backend's support: full graphs for uniform single-token decode batches.
+            graphs.resolve_cudagraph_mode_and_sizes(
+                AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE,
+                "GDN_ATTN",
+                kv_cache_config=kv_cache_config,
+                max_num_reqs=seqs,
+            )
+            outcome[name] = True
+        except ValueError as exc:
+            outcome[name], outcome["refusal"] = False, str(exc)
+    return outcome
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ if importlib.util.find_spec("bench") is None:  # running from a checkout without
 
 from bench.rig import (
     artifacts,
+    checkpoint,
     deployment,
     engines,
     firewall,
@@ -168,6 +169,18 @@ def llmrig_open_webui_env(
     )
 
 
+def llmrig_mtp_refusal(summary: dict[str, Any]) -> str:
+    """The line that refuses vllm_mtp for a checkpoint the llmrig_checkpoint module read ('' = keep going)."""
+    return checkpoint.mtp_refusal(
+        checkpoint.Summary(
+            read=[str(path) for path in summary["read"]],
+            tensors=int(summary["tensors"]),
+            mtp_tensors=int(summary["mtp_tensors"]),
+            problem=str(summary["problem"]),
+        )
+    )
+
+
 def llmrig_vllm_startup_facts(journal: str) -> dict[str, Any]:
     """Start-up facts (KV pool, backend, kernel, load time) parsed from vLLM's journal."""
     return startup.parse_vllm_log(journal)
@@ -296,5 +309,6 @@ class FilterModule:
             "llmrig_env_file": llmrig_env_file,
             "llmrig_public_env": llmrig_public_env,
             "llmrig_vllm_startup_facts": llmrig_vllm_startup_facts,
+            "llmrig_mtp_refusal": llmrig_mtp_refusal,
             "llmrig_open_webui_env": llmrig_open_webui_env,
         }

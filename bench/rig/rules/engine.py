@@ -97,6 +97,23 @@ def rule_quantization(knobs: Knobs, host: Host, device: str, preset: Preset) -> 
     return []
 
 
+def rule_moe_symmetric(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """A MoE preset whose compressed-tensors 4-bit experts have zero points (asymmetric) is one
+    vLLM's compressed-tensors MoE path refuses at load with the sentence quoted below."""
+    if (
+        serves_vllm(knobs)
+        and preset.architecture.moe
+        and preset.checkpoint_format == "compressed-tensors"
+        and preset.quant_symmetric is False
+    ):
+        return err(
+            "model",
+            f"preset {preset.name} has asymmetric (zero-point) 4-bit experts and vLLM refuses them: "
+            '"Only symmetric quantization is supported for MoE"; choose a symmetric checkpoint',
+        )
+    return []
+
+
 def rule_batching(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """Batched tokens cover the hybrid block size and the sequence count."""
     batched, bad_batched = positive(knobs, "vllm_max_num_batched_tokens")

@@ -65,6 +65,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_vllm_args",
                 "llmrig_vllm_env",
                 "llmrig_vllm_startup_facts",
+                "llmrig_mtp_refusal",
                 "llmrig_open_webui_env",
             ]
         )
@@ -99,7 +100,7 @@ def test_filters_render_problems(rendered_gpu: dict[str, Any]) -> None:
     assert result["notes"] == []  # the KV plan stays quiet once another rule found an error
     fine = llmrig.llmrig_check({**knobs, "vllm_port": 8000}, rendered_gpu["host"])
     assert fine["errors"] == []
-    assert [line.split(" tokens")[0] for line in fine["notes"]] == ["KV plan: 228,010"]
+    assert [line.split(" tokens")[0] for line in fine["notes"]] == ["KV plan: 226,645"]
     resolved = llmrig.llmrig_resolve(knobs, rendered_gpu["host"])
     assert (resolved["device"], resolved["model"], resolved["errors"]) == ("cuda", "qwen3.8-27b-w4a16", [])
     assert resolved["preset"]["served_name"] == "qwen3.8-27b"

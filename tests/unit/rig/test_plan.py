@@ -48,16 +48,16 @@ GEMMA_CPU = {"device": "cpu", "tensor_parallel_size": 1, "kv_cache_dtype": "auto
 # preset, settings, block size, groups (kind, layers), blocks per sequence, KV pool tokens
 TABLE: list[Row] = [
     # Hybrid dense (the default): 16 attention layers, 48 DeltaNet layers in 3 groups of 16.
-    ("qwen3.8-27b-w4a16", {}, 1568, [("full", 16)] + [("linear", 16)] * 3, 48, 228_010),
+    ("qwen3.8-27b-w4a16", {}, 1568, [("full", 16)] + [("linear", 16)] * 3, 48, 226_645),
     # bf16 KV: twice the bytes per token, so the block that holds a state is half as long.
-    ("qwen3.8-27b-w4a16", {"kv_cache_dtype": "auto"}, 784, None, 90, 121_605),
+    ("qwen3.8-27b-w4a16", {"kv_cache_dtype": "auto"}, 784, None, 90, 120_877),
     ("qwen3.8-27b-w4a16", {"tensor_parallel_size": 1, "gpus": 1, "weights_gb": 9.0}, 1568, None, 48, 133_802),
     # MTP: one more attention layer (the draft's), a bigger conv state, one more state block each;
     # 48 DeltaNet layers in groups padded to 17.
-    ("qwen3.8-27b-w4a16", {"mtp_tokens": 1}, 1584, [("full", 17)] + [("linear", 16)] * 3, 51, 187_612),
-    ("qwen3.8-27b-w4a16", {"mtp_tokens": 2}, 1600, None, 53, 178_060),
+    ("qwen3.8-27b-w4a16", {"mtp_tokens": 1}, 1584, [("full", 17)] + [("linear", 16)] * 3, 51, 186_327),
+    ("qwen3.8-27b-w4a16", {"mtp_tokens": 2}, 1600, None, 53, 176_823),
     # Without prefix caching a DeltaNet group keeps one state per sequence, not two.
-    ("qwen3.8-27b-w4a16", {"prefix_caching": False}, 1568, None, 45, 243_211),
+    ("qwen3.8-27b-w4a16", {"prefix_caching": False}, 1568, None, 45, 241_755),
     # Hybrid MoE: 10 attention and 30 DeltaNet layers; 2,096-token blocks at fp8 and TP 2, the
     # block size the prior art hit ("block_size (2096) must be <= max_num_batched_tokens").
     ("qwen3.6-35b-a3b-awq", {}, 2096, [("full", 10)] + [("linear", 10)] * 3, 38, 408_737),
@@ -105,10 +105,10 @@ def test_the_prior_arts_claim_four_full_262k_sequences_does_not_hold() -> None:
     result = _plan("qwen3.8-27b-w4a16", max_model_len=262144, max_num_seqs=4, gpu_memory_utilization=0.95)
     assert result.verdict == "tight"
     assert result.full_sequences == 1
-    assert result.pool_tokens == 301_314
+    assert result.pool_tokens == 299_808
     (problem,) = result.problems
     assert (problem.severity, problem.variable) == ("warning", "vllm_max_num_seqs")
-    assert "4 full sequences fit up to vllm_max_model_len 68,992" in problem.message
+    assert "4 full sequences fit up to vllm_max_model_len 67,424" in problem.message
 
 
 def test_the_planner_reports_the_rules_problem_type() -> None:
@@ -133,13 +133,49 @@ def test_hybrid_block_above_batched_tokens_fails() -> None:
     assert ("error", "vllm_max_num_batched_tokens") in [(p.severity, p.variable) for p in result.problems]
 
 
-def test_state_slots_below_max_num_seqs_fail_with_cuda_graphs_and_warn_when_eager() -> None:
-    tiny = {"kv_cache_memory_bytes": 2 * GIB, "max_model_len": 4096, "max_num_seqs": 64}
-    eager = _plan("qwen3.8-27b-w4a16", **tiny)
-    graphs = _plan("qwen3.8-27b-w4a16", **tiny, enforce_eager=False)
-    slots = [p for p in eager.problems if "DeltaNet state slots" in p.message]
-    assert [p.severity for p in slots] == ["warning"]
-    assert [p.severity for p in graphs.problems if "DeltaNet state slots" in p.message] == ["error"]
+def _seqs_problems(result: Plan) -> list[tuple[str, str]]:
+    return [(p.severity, p.message) for p in result.problems if "DeltaNet" in p.message or "Mamba" in p.message]
+
+
+def test_cuda_graphs_refuse_more_sequences_than_the_pool_has_blocks_as_vllm_does() -> None:
+    """vLLM 0.32 raises "max_num_seqs (N) exceeds available Mamba cache blocks (M)" at CUDA graph
+    capture when N > M, M the pool's blocks: 16,311 MiB x 0.9 less 9.10 GiB of weights and the
+    1.75 GiB reserve leave 3,739,942,631 B; a block is 16 layers x 1,568 tokens x 1,024 B."""
+    at_limit = _plan("qwen3.8-27b-w4a16", enforce_eager=False, max_num_seqs=145)
+    assert at_limit.num_blocks == 3_739_942_631 // (16 * 1568 * 1024) == 145
+    assert [severity for severity, _ in _seqs_problems(at_limit)] == ["warning"]
+    over = _plan("qwen3.8-27b-w4a16", enforce_eager=False, max_num_seqs=146)
+    assert _seqs_problems(over) == [
+        (
+            "error",
+            '146 exceeds the 145 blocks of the KV pool; with CUDA graphs vLLM refuses to start ("exceeds available '
+            'Mamba cache blocks"); lower it to at most 145',
+        )
+    ]
+    assert over.verdict == "fails"
+    # Eager, vLLM captures nothing and checks nothing: the same count only warns.
+    eager = _plan("qwen3.8-27b-w4a16", max_num_seqs=146)
+    assert [severity for severity, _ in _seqs_problems(eager)] == ["warning"]
+
+
+def test_the_states_the_pool_holds_bound_the_sequences_admitted_at_once() -> None:
+    """Eager, 166 blocks; each sequence takes 2 state blocks (running and cached, prefix caching) in
+    each of the 3 DeltaNet groups: 166 // 6 = 27 sequences at once, the 28th warns."""
+    fits = _plan("qwen3.8-27b-w4a16", max_num_seqs=27)
+    assert fits.num_blocks == 166
+    assert _seqs_problems(fits) == []
+    assert _seqs_problems(_plan("qwen3.8-27b-w4a16", max_num_seqs=28)) == [
+        (
+            "warning",
+            "28 exceeds the 27 sequences whose DeltaNet states the pool holds (166 blocks // 6 state blocks each); "
+            "the scheduler admits at most 27 at once",
+        )
+    ]
+    # MTP with one speculative token: 3 state blocks per group, 9 per sequence.
+    mtp = _plan("qwen3.8-27b-w4a16", mtp_tokens=1, max_num_seqs=64)
+    assert f"({mtp.num_blocks} blocks // 9 state blocks each)" in _seqs_problems(mtp)[0][1]
+    # A dense model has no states to count.
+    assert _seqs_problems(_plan("qwen3-32b-awq", enforce_eager=False, max_num_seqs=4096)) == []
 
 
 def test_reserve_assumption_is_stated_and_can_be_overridden() -> None:
@@ -229,7 +265,7 @@ def test_bench_plan_prints_the_arithmetic_and_the_verdict(capsys: pytest.Capture
     for label in ("GPU budget", "weights", "reserve", "KV memory", "attention KV", "DeltaNet state", "block size",
                   "groups", "bytes per block", "blocks", "per sequence", "concurrency", "KV pool"):  # fmt: skip
         assert f"  {label} " in out, label
-    assert "verdict: tight: 301,314 tokens, 1 full sequence(s) of 262,144 at once (asked: 4)" in out
+    assert "verdict: tight: 299,808 tokens, 1 full sequence(s) of 262,144 at once (asked: 4)" in out
 
 
 def test_bench_plan_exits_4_when_vllm_could_not_start(capsys: pytest.CaptureFixture[str]) -> None:

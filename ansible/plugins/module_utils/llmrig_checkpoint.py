@@ -1,0 +1,1 @@
+../../../bench/rig/checkpoint.py
