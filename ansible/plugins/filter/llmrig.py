@@ -19,6 +19,7 @@ if importlib.util.find_spec("bench") is None:  # running from a checkout without
 
 from bench.rig import (
     artifacts,
+    credentials,
     deployment,
     engines,
     firewall,
@@ -137,6 +138,21 @@ def llmrig_public_env(env: dict[str, str]) -> dict[str, Any]:
 def llmrig_env_file(env: dict[str, str]) -> str:
     """``KEY="value"`` lines for a systemd EnvironmentFile."""
     return vllm_flags.env_file(env)
+
+
+def llmrig_pip_config(no_index: bool, index_url: str, extra_index_urls: list[str], find_links: list[str]) -> str:
+    """The llmrig_pip_* options as a pip configuration file (credentials stay off pip's argv)."""
+    return credentials.pip_config(values.truthy(no_index), index_url, extra_index_urls, find_links)
+
+
+def llmrig_url_parts(url: str) -> dict[str, str]:
+    """A URL without its credentials, and its user name and password, for get_url's own options."""
+    return credentials.url_parts(url)
+
+
+def llmrig_redact_url(url: str) -> str:
+    """A URL with its credentials replaced by ***, as deployment.json and messages show it."""
+    return credentials.redact_url(url)
 
 
 def llmrig_open_webui_env(
@@ -297,4 +313,7 @@ class FilterModule:
             "llmrig_public_env": llmrig_public_env,
             "llmrig_vllm_startup_facts": llmrig_vllm_startup_facts,
             "llmrig_open_webui_env": llmrig_open_webui_env,
+            "llmrig_pip_config": llmrig_pip_config,
+            "llmrig_url_parts": llmrig_url_parts,
+            "llmrig_redact_url": llmrig_redact_url,
         }
