@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.rig.rules.secrets import SECRET_KNOBS
 from tests.helpers import BIN, GROUP_VARS, OWN_NETWORK, REPO, PlaybookRun, run_playbook
 
 pytestmark = pytest.mark.ansible
@@ -141,6 +142,24 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         "llmrig_allowed_client_cidrs",
     ),
     ("short-api-key", "cpu", "group", {"llmrig_api_key": "abc"}, "llmrig_api_key"),
+    # Secrets: each a string of its length and alphabet, the value never shown.
+    ("api-key-semicolon", "cpu", "extra", {"llmrig_api_key": "pfKey0123456789;x"}, "llmrig_api_key"),
+    ("api-key-newline", "cpu", "group", {"llmrig_api_key": "pfKey0123456789x\n"}, "llmrig_api_key"),
+    ("api-key-non-ascii", "cpu", "host", {"llmrig_api_key": "pfKey0123456789\u00e9"}, "llmrig_api_key"),
+    ("api-key-list", "cpu", "host", {"llmrig_api_key": ["pfKey0123456789xx"]}, "llmrig_api_key"),
+    ("webui-secret-short", "cpu", "extra", {"open_webui_secret_key": "pf"}, "open_webui_secret_key"),
+    (
+        "admin-password-newline",
+        "cpu",
+        "group",
+        {"open_webui_admin_password": "pfPassword12\nx"},
+        "open_webui_admin_password",
+    ),
+    ("hf-token-space", "cpu", "host", {"llmrig_hf_token": "hf_pf token 0123456"}, "llmrig_hf_token"),
+    ("secret-length-8", "cpu", "extra", {"llmrig_secret_length": 8}, "llmrig_secret_length"),
+    ("secret-length-0", "cpu", "group", {"llmrig_secret_length": 0}, "llmrig_secret_length"),
+    # A knob with "tokens" in its name is no secret: its value is shown and its range checked.
+    ("tokens-knob-type", "cpu", "extra", {"vllm_max_num_batched_tokens": "lots"}, "vllm_max_num_batched_tokens"),
     ("no-gguf-for-llamacpp", "gpu", "host", {"inference_engine": "llamacpp"}, "model"),
     ("cuda-only-checkpoint-on-cpu", "cpu", "extra", {"model": "qwen3.8-27b-w4a16"}, "model"),
     # The KV plan: one 262,144-token sequence needs more than 0.8 of two 16 GB cards leave.
@@ -259,6 +278,10 @@ def test_refused_in_preflight_naming_the_variable_and_nothing_changes(
     assert text.startswith(f"{variable}: "), text
     assert _short(text), text
     assert _changed_since(marker) == []
+    for name in SECRET_KNOBS & set(variables):  # a secret's value is never shown, anywhere in the output
+        value = variables[name]
+        for shown in value if isinstance(value, list) else [value]:
+            assert str(shown).strip() not in run.output, name
 
 
 def test_cases_cover_every_place_and_enough_configurations() -> None:
@@ -351,3 +374,11 @@ def test_an_inventory_that_does_not_parse_stops_the_run_with_its_line(tmp_path: 
     )
     assert done.returncode != 0
     assert f"Origin: {inventory}:6:" in done.stdout + done.stderr, done.stderr
+
+
+def test_a_knob_named_with_tokens_shows_its_value_as_any_other(tmp_path: Path) -> None:
+    """What is secret is a list of knobs, not a word in a name."""
+    run = _run(tmp_path, "cpu", "extra", {"vllm_max_num_batched_tokens": "lots"})
+    assert json.loads(run.failed_tasks[0][2]) == [
+        [f"vllm_max_num_batched_tokens: needs a whole number, got 'lots' (set in {tmp_path}/extra_vars.json)"]
+    ]

@@ -8,7 +8,8 @@ what a single variable's type cannot say.
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
 :mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan),
 :mod:`~bench.rig.rules.driver` (the NVIDIA driver's branch floor and GPU count),
-:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall, secrets) and
+:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall),
+:mod:`~bench.rig.rules.secrets` (each secret knob's length and alphabet) and
 :mod:`~bench.rig.rules.resources` (the paths and the port on the host), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
@@ -37,8 +38,9 @@ from bench.rig.rules.host import (
     rule_parallelism,
 )
 from bench.rig.rules.knobs import Rule, gpus
-from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports, rule_secrets
+from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports
 from bench.rig.rules.resources import rule_paths, rule_port_free
+from bench.rig.rules.secrets import rule_secrets
 
 __all__ = ["RULES", "Rule", "disk_problem", "gpus"]
 
