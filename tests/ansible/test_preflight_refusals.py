@@ -382,3 +382,37 @@ def test_a_knob_named_with_tokens_shows_its_value_as_any_other(tmp_path: Path) -
     assert json.loads(run.failed_tasks[0][2]) == [
         [f"vllm_max_num_batched_tokens: needs a whole number, got 'lots' (set in {tmp_path}/extra_vars.json)"]
     ]
+
+
+EXTRA_VARS_ERRORS = [
+    ("vllm_port: 8000\ninference_engine: ollama: x\n", "YAML syntax error in {file} line 2 column 25: "),
+    ("- vllm_port\n", "-e @{file}: holds no mapping of variable names to values"),
+]
+
+
+@pytest.mark.parametrize(("text", "last"), EXTRA_VARS_ERRORS, ids=["syntax", "not-a-mapping"])
+def test_a_broken_extra_vars_file_is_named_on_the_last_line(tmp_path: Path, text: str, last: str) -> None:
+    """Not "Completely failed to parse inventory source": the -e @FILE, with its line."""
+    extra = tmp_path / "overrides.yml"
+    extra.write_text(text, encoding="utf-8")
+    marker = tmp_path / "marker"
+    marker.touch()
+    done = subprocess.run(
+        [*OWN_NETWORK, str(BIN / "ansible-playbook"), PREFLIGHT, "-e", f"@{extra}"],
+        cwd=REPO,
+        env={**os.environ, "ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_NOCOLOR": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert lines[-1].startswith("[ERROR]: " + last.format(file=extra)), lines[-3:]
+    assert "Completely failed" not in done.stdout + done.stderr
+    assert _changed_since(marker) == []
+
+
+def test_a_good_extra_vars_file_still_reaches_preflight(tmp_path: Path) -> None:
+    """The inventory plugin that steps in for a broken -e @FILE declines a good one."""
+    run = _run(tmp_path, "cpu", "extra", {"vllm_max_num_seqs": "many"})
+    assert run.failed_tasks[0][0].startswith("preflight : ")
