@@ -219,16 +219,18 @@ def check_input(
     values: Mapping[str, object],
     argument_errors: Sequence[str],
     where: Mapping[str, str],
-    role_variables: Iterable[str] = (),
+    role_variables: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Problem]:
     """Every finding about names, types and ranges; ``values`` holds each candidate variable, and
-    ``role_variables`` are the roles' own (defaulted) variables, which are no typos either.
+    ``role_variables`` are the roles' own (defaulted) variables and their options: no typos
+    either, and their ``Range:`` holds too.
     The value of a secret (:data:`~bench.rig.rules.secrets.SECRET_KNOBS`) is never quoted, and a
     URL's credentials are shown as ``***``."""
     secret = set(SECRET_KNOBS)
     values = {name: HIDDEN if name in secret else _shown(value) for name, value in values.items()}
-    problems = unknown_names(values, [*spec, *role_variables], where)
+    own = dict(role_variables or {})
+    problems = unknown_names(values, [*spec, *own], where)
     problems += type_problems(argument_errors, values, where, frozenset(secret))
     typed = {problem.variable for problem in problems}
-    problems += [p for p in range_problems(values, spec, where) if p.variable not in typed]
+    problems += [p for p in range_problems(values, {**own, **spec}, where) if p.variable not in typed]
     return problems

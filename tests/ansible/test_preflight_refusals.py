@@ -158,6 +158,37 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
     ("hf-token-space", "cpu", "host", {"llmrig_hf_token": "hf_pf token 0123456"}, "llmrig_hf_token"),
     ("secret-length-8", "cpu", "extra", {"llmrig_secret_length": 8}, "llmrig_secret_length"),
     ("secret-length-0", "cpu", "group", {"llmrig_secret_length": 0}, "llmrig_secret_length"),
+    # Versions and sources: one pinned release, URLs with a scheme, something to install from.
+    ("vllm-version-latest", "gpu", "extra", {"vllm_version": "latest"}, "vllm_version"),
+    ("ollama-version-range", "cpu", "group", {"ollama_version": ">=0.32"}, "ollama_version"),
+    ("index-url-no-scheme", "cpu", "host", {"llmrig_pip_index_url": "pypi.example/simple"}, "llmrig_pip_index_url"),
+    ("no-index-nothing", "cpu", "extra", {"llmrig_pip_no_index": True}, "llmrig_pip_no_index"),
+    # The driver.
+    ("reboot-timeout-0", "cpu", "group", {"nvidia_driver_reboot_timeout_s": 0}, "nvidia_driver_reboot_timeout_s"),
+    (
+        "compute-capability-impossible",
+        "gpu",
+        "host",
+        {"nvidia_driver_compute_capability": "13.5"},
+        "nvidia_driver_compute_capability",
+    ),
+    (
+        "keyring-file-name",
+        "cpu",
+        "extra",
+        {"nvidia_driver_cuda_keyring_url": "cuda-keyring_1.1-1_all.deb"},
+        "nvidia_driver_cuda_keyring_url",
+    ),
+    (
+        "module-params-string",
+        "cpu",
+        "group",
+        {"nvidia_driver_module_params": "nvidia.NVreg_X=1"},
+        "nvidia_driver_module_params",
+    ),
+    # Engine combinations.
+    ("visible-devices-fewer", "gpu", "extra", {"vllm_extra_env": {"CUDA_VISIBLE_DEVICES": "0"}}, "vllm_extra_env"),
+    ("watchdog-timeout-over-interval", "cpu", "host", {"watchdog_check_timeout_s": 60}, "watchdog_check_timeout_s"),
     # A knob with "tokens" in its name is no secret: its value is shown and its range checked.
     ("tokens-knob-type", "cpu", "extra", {"vllm_max_num_batched_tokens": "lots"}, "vllm_max_num_batched_tokens"),
     ("no-gguf-for-llamacpp", "gpu", "host", {"inference_engine": "llamacpp"}, "model"),

@@ -205,9 +205,10 @@ def _where(value: Any) -> str:
     return "extra vars (-e)" if tag.description and "'-e'" in tag.description else str(tag.description or "")
 
 
-def llmrig_role_variables(roles: list[str], roles_dir: str) -> list[str]:
-    """The defaulted variables of ``roles`` under ``roles_dir`` (bench.rig.specs.role_variables)."""
-    return specs.role_variables(_role_specs(tuple(str(role) for role in roles), str(roles_dir)))
+def llmrig_role_variables(roles: list[str], roles_dir: str) -> dict[str, dict[str, Any]]:
+    """The defaulted variables of ``roles`` under ``roles_dir`` with their options
+    (bench.rig.specs.role_variable_options)."""
+    return specs.role_variable_options(_role_specs(tuple(str(role) for role in roles), str(roles_dir)))
 
 
 def llmrig_knob_candidates(names: list[str]) -> list[str]:
@@ -216,13 +217,17 @@ def llmrig_knob_candidates(names: list[str]) -> list[str]:
 
 
 def llmrig_check_input(
-    spec: dict[str, dict[str, Any]], given: dict[str, Any], argument_errors: list[str], role_variables: list[str]
+    spec: dict[str, dict[str, Any]],
+    given: dict[str, Any],
+    argument_errors: list[str],
+    role_variables: dict[str, dict[str, Any]],
 ) -> list[str]:
     """Unknown knob names, argument-spec errors (one line each) and values out of range, rendered
     with where each was set (bench.rig.inputs.check_input)."""
     where = {name: _where(value) for name, value in given.items()}
     errors = [str(line) for line in argument_errors]
-    problems = inputs.check_input(spec, given, errors, where, [str(name) for name in role_variables])
+    own = {str(name): dict(option) for name, option in role_variables.items()}
+    problems = inputs.check_input(spec, given, errors, where, own)
     return [problem.render() for problem in problems]
 
 

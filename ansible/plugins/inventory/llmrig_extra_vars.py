@@ -21,8 +21,8 @@ description:
 """
 
 import yaml
-from ansible import context
 
+from ansible import context
 from ansible.plugins.inventory import BaseInventoryPlugin
 
 

@@ -34,9 +34,9 @@ extends_documentation_fragment:
 import os
 
 import yaml
-from ansible import context
 from ansible.errors import AnsibleParserError
 
+from ansible import context
 from ansible.plugins.vars import BaseVarsPlugin
 
 SUFFIXES = ("", ".yml", ".yaml", ".json")

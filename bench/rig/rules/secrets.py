@@ -39,7 +39,7 @@ class SecretRule:
 SECRET_RULES: dict[str, SecretRule] = {
     "llmrig_api_key": SecretRule(16, 512, TOKEN_ALPHABET, TOKEN_WORDS),
     "open_webui_secret_key": SecretRule(16, 512, TOKEN_ALPHABET, TOKEN_WORDS),
-    "open_webui_admin_password": SecretRule(12, 256, None, "printable characters (no line break, no tab)"),
+    "open_webui_admin_password": SecretRule(12, 256, None, "printable characters, no line break or tab"),
     "llmrig_hf_token": SecretRule(16, 256, HF_ALPHABET, "letters, digits, _ and -"),
 }
 SECRET_KNOBS = frozenset(SECRET_RULES)

@@ -152,7 +152,13 @@ def test_a_secrets_value_is_never_quoted() -> None:
 def test_a_roles_own_variable_is_no_typo() -> None:
     problems = unknown_names(["nvidia_driver_test_no_kernel", "vllm_user"], [*SPEC, "nvidia_driver_test_no_kernel"], {})
     assert [p.variable for p in problems] == ["vllm_user"]
-    assert check_input(SPEC, {"vllm_user": "vllm"}, [], {}, ["vllm_user"]) == []
+    assert check_input(SPEC, {"vllm_user": "vllm"}, [], {}, {"vllm_user": {"type": "str", "default": "vllm"}}) == []
+
+
+def test_a_roles_own_variable_keeps_to_its_range() -> None:
+    own = {"nvidia_driver_reboot_timeout_s": {"type": "int", "default": 900, "description": "S. Range: at least 60."}}
+    problems = check_input(SPEC, {"nvidia_driver_reboot_timeout_s": 0}, [], {}, own)
+    assert [p.render() for p in problems] == ["nvidia_driver_reboot_timeout_s: must be at least 60; got 0"]
 
 
 def test_a_knob_named_like_a_secret_is_not_one() -> None:

@@ -11,7 +11,7 @@ from bench.rig.presets import parse_preset
 from bench.rig.rules.secrets import SECRET_KNOBS, rule_secrets
 from tests.helpers import group_vars
 
-PRINTABLE = "printable characters (no line break, no tab)"
+PRINTABLE = "printable characters, no line break or tab"
 GOOD = {
     "llmrig_api_key": "Abc-123._~+/=xyz0",
     "open_webui_secret_key": "q" * 16,
