@@ -186,6 +186,14 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         {"nvidia_driver_module_params": "nvidia.NVreg_X=1"},
         "nvidia_driver_module_params",
     ),
+    # The network: a bind address this host does not have (192.0.2.0/24 is TEST-NET-1).
+    (
+        "host-address-not-here",
+        "cpu",
+        "group",
+        {"inference_engine": "ollama", "ollama_host": "192.0.2.10"},
+        "ollama_host",
+    ),
     # Engine combinations.
     ("visible-devices-fewer", "gpu", "extra", {"vllm_extra_env": {"CUDA_VISIBLE_DEVICES": "0"}}, "vllm_extra_env"),
     ("watchdog-timeout-over-interval", "cpu", "host", {"watchdog_check_timeout_s": 60}, "watchdog_check_timeout_s"),

@@ -13,12 +13,14 @@ and module options),
 :mod:`~bench.rig.rules.secrets` (each secret knob's length and alphabet),
 :mod:`~bench.rig.rules.sources` (pinned versions, index and download URLs),
 :mod:`~bench.rig.rules.combinations` (knobs that only make sense together) and
-:mod:`~bench.rig.rules.resources` (the paths and the port on the host), all reading their inputs
+:mod:`~bench.rig.rules.resources` (the paths and the port on the host),
+:mod:`~bench.rig.rules.addresses` (the bind addresses on the host), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
 
 from __future__ import annotations
 
+from bench.rig.rules.addresses import rule_bind_addresses
 from bench.rig.rules.combinations import rule_visible_devices, rule_vllm_only_settings, rule_watchdog_timing
 from bench.rig.rules.driver import (
     rule_driver_branch,
@@ -67,6 +69,7 @@ RULES: tuple[Rule, ...] = (
     rule_paths,
     rule_ports,
     rule_port_free,
+    rule_bind_addresses,
     rule_kv_cache_dtype,
     rule_device_flags,
     rule_cpu_memory,

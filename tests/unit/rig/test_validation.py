@@ -268,7 +268,7 @@ def test_every_rule_is_exercised() -> None:
     tested = {variable for _, _, variable in BAD} | {"vllm_kv_cache_dtype", "inventory", "vllm_model_revision"}
     tested |= {"kv-plan", "nvidia_driver_gpu_count"}  # test_kv_plan_* and the driver's GPU count below
     tested |= {"vllm_extra_args"}  # test_extra_args_* below
-    tested |= {"llmrig_config_dir", "vllm_port"}  # tests/unit/plugins/test_host_probe.py
+    tested |= {"llmrig_config_dir", "vllm_port", "vllm_host"}  # tests/unit/plugins/test_host_probe.py
     tested |= {"llmrig_ssh_allowed_cidrs"}  # test_a_network_of_every_address_needs_the_opt_in
     produced = {
         "rule_host_os": "inventory",
@@ -292,6 +292,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_extra_args": "vllm_extra_args",
         "rule_paths": "llmrig_config_dir",
         "rule_port_free": "vllm_port",
+        "rule_bind_addresses": "vllm_host",
         "rule_pinned_revision": "vllm_model_revision",
         "rule_driver_branch": "nvidia_driver_branch",
         "rule_driver_gpu_count": "nvidia_driver_gpu_count",
