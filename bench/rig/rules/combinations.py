@@ -52,11 +52,11 @@ def rule_visible_devices(knobs: Knobs, host: Host, device: str, preset: Preset) 
 
 
 def rule_watchdog_timing(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """One watchdog probe ends before the next is due."""
+    """One watchdog probe ends by the time the next is due."""
     timeout, interval = as_int(knobs, "watchdog_check_timeout_s"), as_int(knobs, "watchdog_interval_s")
-    if timeout is not None and interval is not None and timeout >= interval:
+    if timeout is not None and interval is not None and timeout > interval:
         return err(
             "watchdog_check_timeout_s",
-            f"{timeout} must be below watchdog_interval_s {interval}: a probe outlasts the interval",
+            f"{timeout} is longer than watchdog_interval_s {interval}: a probe would outlast the interval",
         )
     return []
