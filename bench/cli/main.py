@@ -38,7 +38,7 @@ examples:
   bench run single                       one stream against the deployed endpoint (artifacts/*/deployment.json,
                                          else the box scripts/demo left in build/demo/bench.env)
   bench run sweep --concurrency 1 4 16   closed-loop levels of concurrency, filed under the deployment's tag
-  bench run single --base-url http://127.0.0.1:8000/v1 --api-key KEY --tag my-test
+  bench run single --base-url http://127.0.0.1:8000/v1 --api-key-file KEY_FILE --tag my-test
   bench capacity --min-decode 20         the most users at 20 tok/s each, and the longest context of one
   bench probe                            tool calls, reasoning, context limit, JSON output; filed under the tag
   bench plan                             the KV pool and what fits, predicted before deploying

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.errors import ConfigError
@@ -27,6 +28,9 @@ DEMO_ENV_FILE = Path("build") / "demo" / "bench.env"
 DEMO_NAMES = ("BENCH_DEPLOYMENT", "BENCH_BASE_URL")
 _LINE = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)=(?P<value>\S*)$")
 
+API_KEY_WARNING = (
+    "--api-key puts the key in the process list and the shell history; use --api-key-file or BENCH_API_KEY"
+)
 TARGET_HELP = (
     "Where requests go: each flag, else its BENCH_* variable, else the deployment.json bench reads (--deployment, "
     "else BENCH_DEPLOYMENT, else the only artifacts/*/deployment.json, else the demo box's: scripts/demo writes "
@@ -39,9 +43,13 @@ def add_target_flags(parser: argparse.ArgumentParser) -> None:
     """Add the "target" group and ``--results-dir`` to a subcommand's parser."""
     target = parser.add_argument_group("target", TARGET_HELP)
     target.add_argument("--base-url", help="OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (env BENCH_BASE_URL)")
-    target.add_argument(
-        "--api-key", help="API key (env BENCH_API_KEY; default: the key fetched beside deployment.json)"
+    key = target.add_mutually_exclusive_group()
+    key.add_argument(
+        "--api-key-file",
+        type=Path,
+        help="file whose first line is the API key (env BENCH_API_KEY; default: the key beside deployment.json)",
     )
+    key.add_argument("--api-key", help="API key itself: it shows in the process list, so prefer --api-key-file")
     target.add_argument(
         "--model", help="served model name (env BENCH_MODEL; default: deployment.json, else the only one)"
     )
@@ -129,9 +137,29 @@ def discover(args: argparse.Namespace, config_dir: Path | None) -> Discovery:
     return Discovery(Path(recorded), {**demo, **env}, dict.fromkeys(demo, str(DEMO_ENV_FILE)))
 
 
+def read_key_file(path: Path) -> str:
+    """The API key in the first line of ``path`` (surrounding spaces dropped); never quoted in an error."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--api-key-file: cannot read {path} ({exc.__class__.__name__})") from exc
+    key = lines[0].strip() if lines else ""
+    if not key:
+        raise ConfigError(f"--api-key-file: {path} is empty; its first line must be the key")
+    return key
+
+
 def resolve_target(args: argparse.Namespace, config_dir: Path | None) -> Target:
     """The endpoint, key, model and tag from the flags, the environment, deployment.json and
     group_vars, in that order (and the demo box when nothing names a target)."""
     flags = {name: getattr(args, name) for name in ("base_url", "api_key", "model", "tag")}
+    if flags["api_key"]:
+        print(f"bench: warning: {API_KEY_WARNING}", file=sys.stderr)
+    key_file: Path | None = getattr(args, "api_key_file", None)
+    if key_file is not None:
+        flags["api_key"] = read_key_file(key_file)
     found = discover(args, config_dir)
-    return resolve(flags, found.env, deployment_path=found.deployment, config_dir=config_dir, origins=found.origins)
+    target = resolve(flags, found.env, deployment_path=found.deployment, config_dir=config_dir, origins=found.origins)
+    if key_file is not None:
+        return replace(target, sources={**target.sources, "api_key": f"--api-key-file ({key_file})"})
+    return target

@@ -4,7 +4,8 @@ group_vars, in that order of precedence; each value remembers where it came from
 - base URL: ``--base-url`` > ``BENCH_BASE_URL`` > deployment.json ``endpoint.base_url`` >
   ``vllm_host``/``vllm_port`` (or the Ollama / llama.cpp pair, by ``inference_engine``) in
   ``group_vars/all``;
-- API key: ``--api-key`` > ``BENCH_API_KEY`` > the ``api_key`` file fetched beside deployment.json;
+- API key: ``--api-key`` (or the first line of ``--api-key-file``) > ``BENCH_API_KEY`` > the ``api_key``
+  file fetched beside deployment.json;
 - model: ``--model`` > ``BENCH_MODEL`` > deployment.json ``served_model_name`` > the only model
   that ``/v1/models`` lists (decided later by the caller);
 - tag: ``--tag`` > ``BENCH_TAG`` > deployment.json ``config_version`` > ``untagged``.

@@ -23,9 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.rig.credentials import redact_url
 from bench.rig.engines import ENGINES
 from bench.rig.problems import Problem
-from bench.rig.vllm_flags import SECRET_NAME
+from bench.rig.rules.secrets import SECRET_KNOBS
 
 
 class _Hidden:
@@ -204,22 +205,32 @@ def range_problems(
     return problems
 
 
+def _shown(value: object) -> object:
+    """``value`` as a message may quote it: any URL in it without its credentials."""
+    if isinstance(value, str):
+        return redact_url(value) if "://" in value else value
+    if isinstance(value, list):
+        return [_shown(item) for item in value]
+    return value
+
+
 def check_input(
     spec: Mapping[str, Mapping[str, Any]],
     values: Mapping[str, object],
     argument_errors: Sequence[str],
     where: Mapping[str, str],
-    role_variables: Iterable[str] = (),
+    role_variables: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Problem]:
     """Every finding about names, types and ranges; ``values`` holds each candidate variable, and
-    ``role_variables`` are the roles' own (defaulted) variables, which are no typos either.
-    The value of a secret (``no_log`` in its spec, or a name like one) is never quoted."""
-    secret = {name for name, option in spec.items() if option.get("no_log")} | {
-        name for name in values if SECRET_NAME.search(name)
-    }
-    values = {name: HIDDEN if name in secret else value for name, value in values.items()}
-    problems = unknown_names(values, [*spec, *role_variables], where)
+    ``role_variables`` are the roles' own (defaulted) variables and their options: no typos
+    either, and their ``Range:`` holds too.
+    The value of a secret (:data:`~bench.rig.rules.secrets.SECRET_KNOBS`) is never quoted, and a
+    URL's credentials are shown as ``***``."""
+    secret = set(SECRET_KNOBS)
+    values = {name: HIDDEN if name in secret else _shown(value) for name, value in values.items()}
+    own = dict(role_variables or {})
+    problems = unknown_names(values, [*spec, *own], where)
     problems += type_problems(argument_errors, values, where, frozenset(secret))
     typed = {problem.variable for problem in problems}
-    problems += [p for p in range_problems(values, spec, where) if p.variable not in typed]
+    problems += [p for p in range_problems(values, {**own, **spec}, where) if p.variable not in typed]
     return problems

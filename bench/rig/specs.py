@@ -67,11 +67,16 @@ def load_specs(roles_dir: Path, roles: Sequence[str]) -> dict[str, dict[str, Any
     return documents
 
 
-def role_variables(documents: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The roles' own variables: the options with a default, of every entry point (an operator may
-    set them; they are not knobs of group_vars/all)."""
-    found: set[str] = set()
+def role_variable_options(documents: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The roles' own variables and their options: the options with a default, of every entry
+    point (an operator may set them; they are not knobs of group_vars/all)."""
+    found: dict[str, dict[str, Any]] = {}
     for document in documents.values():
         for spec in (document.get("argument_specs") or {}).values():
-            found |= {name for name, option in (spec.get("options") or {}).items() if "default" in option}
-    return sorted(found)
+            found |= {name: dict(option) for name, option in (spec.get("options") or {}).items() if "default" in option}
+    return dict(sorted(found.items()))
+
+
+def role_variables(documents: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The names of :func:`role_variable_options`, sorted."""
+    return list(role_variable_options(documents))

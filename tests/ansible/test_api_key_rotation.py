@@ -77,7 +77,7 @@ def test_a_changed_key_file_restarts_the_engine() -> None:
     )
     assert env["VLLM_API_KEY"] == NEW
     template = (REPO / "roles" / "llamacpp" / "templates" / "llamacpp.env.j2").read_text(encoding="utf-8")
-    assert "LLAMA_API_KEY={{ (__llamacpp_api_key_file.content" in template
+    assert "{'LLAMA_API_KEY': (__llamacpp_api_key_file.content" in template
     for role in ("vllm", "llamacpp"):
         configure = _tasks(role, "configure.yml")
         assert configure[0]["register"] == f"__{role}_api_key_file"  # the slurp of the key file

@@ -93,3 +93,17 @@ def test_no_secret_appears_in_a_passing_run_at_vvv(tmp_path: Path) -> None:
     run = run_playbook(PREFLIGHT, secrets, host="cpu", check=False, flags=("-vvv",), tmp_path=tmp_path)
     assert run.returncode == 0, run.failed_tasks
     assert [name for name, value in secrets.items() if value in run.output] == []
+
+
+def test_a_vllm_only_setting_under_another_engine_is_a_warning_naming_it(tmp_path: Path) -> None:
+    """Ollama with vLLM's extra arguments set: preflight passes and says they have no effect."""
+    run = run_playbook(
+        PREFLIGHT,
+        {"inference_engine": "ollama", "vllm_extra_args": ["--swap-space", "4"]},
+        host="gpu",
+        tmp_path=tmp_path,
+    )
+    assert run.returncode == 0, run.failed_tasks
+    assert (
+        "vllm_extra_args: is set, but only vLLM reads it and inference_engine is ollama: it has no effect" in run.output
+    )

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.rig.rules.secrets import SECRET_KNOBS
 from tests.helpers import BIN, GROUP_VARS, OWN_NETWORK, REPO, PlaybookRun, run_playbook
 
 pytestmark = pytest.mark.ansible
@@ -149,6 +150,63 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         "llmrig_allowed_client_cidrs",
     ),
     ("short-api-key", "cpu", "group", {"llmrig_api_key": "abc"}, "llmrig_api_key"),
+    # Secrets: each a string of its length and alphabet, the value never shown.
+    ("api-key-semicolon", "cpu", "extra", {"llmrig_api_key": "pfKey0123456789;x"}, "llmrig_api_key"),
+    ("api-key-newline", "cpu", "group", {"llmrig_api_key": "pfKey0123456789x\n"}, "llmrig_api_key"),
+    ("api-key-non-ascii", "cpu", "host", {"llmrig_api_key": "pfKey0123456789\u00e9"}, "llmrig_api_key"),
+    ("api-key-list", "cpu", "host", {"llmrig_api_key": ["pfKey0123456789xx"]}, "llmrig_api_key"),
+    ("webui-secret-short", "cpu", "extra", {"open_webui_secret_key": "pf"}, "open_webui_secret_key"),
+    (
+        "admin-password-newline",
+        "cpu",
+        "group",
+        {"open_webui_admin_password": "pfPassword12\nx"},
+        "open_webui_admin_password",
+    ),
+    ("hf-token-space", "cpu", "host", {"llmrig_hf_token": "hf_pf token 0123456"}, "llmrig_hf_token"),
+    ("secret-length-8", "cpu", "extra", {"llmrig_secret_length": 8}, "llmrig_secret_length"),
+    ("secret-length-0", "cpu", "group", {"llmrig_secret_length": 0}, "llmrig_secret_length"),
+    # Versions and sources: one pinned release, URLs with a scheme, something to install from.
+    ("vllm-version-latest", "gpu", "extra", {"vllm_version": "latest"}, "vllm_version"),
+    ("ollama-version-range", "cpu", "group", {"ollama_version": ">=0.32"}, "ollama_version"),
+    ("index-url-no-scheme", "cpu", "host", {"llmrig_pip_index_url": "pypi.example/simple"}, "llmrig_pip_index_url"),
+    ("no-index-nothing", "cpu", "extra", {"llmrig_pip_no_index": True}, "llmrig_pip_no_index"),
+    # The driver.
+    ("reboot-timeout-0", "cpu", "group", {"nvidia_driver_reboot_timeout_s": 0}, "nvidia_driver_reboot_timeout_s"),
+    (
+        "compute-capability-impossible",
+        "gpu",
+        "host",
+        {"nvidia_driver_compute_capability": "13.5"},
+        "nvidia_driver_compute_capability",
+    ),
+    (
+        "keyring-file-name",
+        "cpu",
+        "extra",
+        {"nvidia_driver_cuda_keyring_url": "cuda-keyring_1.1-1_all.deb"},
+        "nvidia_driver_cuda_keyring_url",
+    ),
+    (
+        "module-params-string",
+        "cpu",
+        "group",
+        {"nvidia_driver_module_params": "nvidia.NVreg_X=1"},
+        "nvidia_driver_module_params",
+    ),
+    # The network: a bind address this host does not have (192.0.2.0/24 is TEST-NET-1).
+    (
+        "host-address-not-here",
+        "cpu",
+        "group",
+        {"inference_engine": "ollama", "ollama_host": "192.0.2.10"},
+        "ollama_host",
+    ),
+    # Engine combinations.
+    ("visible-devices-fewer", "gpu", "extra", {"vllm_extra_env": {"CUDA_VISIBLE_DEVICES": "0"}}, "vllm_extra_env"),
+    ("watchdog-timeout-over-interval", "cpu", "host", {"watchdog_check_timeout_s": 60}, "watchdog_check_timeout_s"),
+    # A knob with "tokens" in its name is no secret: its value is shown and its range checked.
+    ("tokens-knob-type", "cpu", "extra", {"vllm_max_num_batched_tokens": "lots"}, "vllm_max_num_batched_tokens"),
     ("no-gguf-for-llamacpp", "gpu", "host", {"inference_engine": "llamacpp"}, "model"),
     ("cuda-only-checkpoint-on-cpu", "cpu", "extra", {"model": "qwen3.8-27b-w4a16"}, "model"),
     # The KV plan: one 262,144-token sequence needs more than 0.8 of two 16 GB cards leave.
@@ -284,6 +342,10 @@ def test_refused_in_preflight_naming_the_variable_and_nothing_changes(
     assert text.startswith(f"{variable}: "), text
     assert _short(text), text
     assert _changed_since(marker) == []
+    for name in SECRET_KNOBS & set(variables):  # a secret's value is never shown, anywhere in the output
+        value = variables[name]
+        for shown in value if isinstance(value, list) else [value]:
+            assert str(shown).strip() not in run.output, name
 
 
 def test_cases_cover_every_place_and_enough_configurations() -> None:
@@ -376,3 +438,45 @@ def test_an_inventory_that_does_not_parse_stops_the_run_with_its_line(tmp_path: 
     )
     assert done.returncode != 0
     assert f"Origin: {inventory}:6:" in done.stdout + done.stderr, done.stderr
+
+
+def test_a_knob_named_with_tokens_shows_its_value_as_any_other(tmp_path: Path) -> None:
+    """What is secret is a list of knobs, not a word in a name."""
+    run = _run(tmp_path, "cpu", "extra", {"vllm_max_num_batched_tokens": "lots"})
+    assert json.loads(run.failed_tasks[0][2]) == [
+        [f"vllm_max_num_batched_tokens: needs a whole number, got 'lots' (set in {tmp_path}/extra_vars.json)"]
+    ]
+
+
+EXTRA_VARS_ERRORS = [
+    ("vllm_port: 8000\ninference_engine: ollama: x\n", "YAML syntax error in {file} line 2 column 25: "),
+    ("- vllm_port\n", "-e @{file}: holds no mapping of variable names to values"),
+]
+
+
+@pytest.mark.parametrize(("text", "last"), EXTRA_VARS_ERRORS, ids=["syntax", "not-a-mapping"])
+def test_a_broken_extra_vars_file_is_named_on_the_last_line(tmp_path: Path, text: str, last: str) -> None:
+    """Not "Completely failed to parse inventory source": the -e @FILE, with its line."""
+    extra = tmp_path / "overrides.yml"
+    extra.write_text(text, encoding="utf-8")
+    marker = tmp_path / "marker"
+    marker.touch()
+    done = subprocess.run(
+        [*OWN_NETWORK, str(BIN / "ansible-playbook"), PREFLIGHT, "-e", f"@{extra}"],
+        cwd=REPO,
+        env={**os.environ, "ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_NOCOLOR": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode != 0
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert lines[-1].startswith("[ERROR]: " + last.format(file=extra)), lines[-3:]
+    assert "Completely failed" not in done.stdout + done.stderr
+    assert _changed_since(marker) == []
+
+
+def test_a_good_extra_vars_file_still_reaches_preflight(tmp_path: Path) -> None:
+    """The inventory plugin that steps in for a broken -e @FILE declines a good one."""
+    run = _run(tmp_path, "cpu", "extra", {"vllm_max_num_seqs": "many"})
+    assert run.failed_tasks[0][0].startswith("preflight : ")

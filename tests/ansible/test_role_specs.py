@@ -23,7 +23,7 @@ BAD = [
     ("llamacpp", "llamacpp_parallel", "many"),
     ("watchdog", "watchdog_enabled", "sometimes"),
     ("firewall", "llmrig_firewall_enabled", "maybe"),
-    ("secrets", "secrets_generated_length", "long"),
+    ("engine", "llmrig_secret_length", "long"),
 ]
 
 

@@ -617,7 +617,7 @@ def test_no_secret_leaks(box: Box) -> None:
     """None of the known secrets appears in any playbook output (-vvv runs included, each of
     which passes the firewall and secrets roles), the container's journal, any process command
     line seen during the runs, a rendered unit file, or a file under /etc/llmrig other than the
-    0600 root files that hold them."""
+    0600 root files that hold them; pip's configuration files are 0600 root too."""
     private = box.sh("find /etc/llmrig -type f -perm 0600 -user root").stdout.split()
     webui = ("open_webui_secret_key", "open_webui_admin_password")
     # llamacpp.env exists once llama.cpp has been the engine (not under `-k` selections without it).
@@ -626,6 +626,11 @@ def test_no_secret_leaks(box: Box) -> None:
     assert set(private) <= {
         f"/etc/llmrig/{name}" for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", *webui)
     }
+    # pip's configuration (its index URLs may carry credentials) is root's alone where vLLM and Open WebUI install.
+    pip_confs = " ".join(
+        f"/opt/llmrig/{name}" for name in ("vllm/pip.conf", "open-webui/pip.conf", "open-webui/pip-torch.conf")
+    )
+    assert box.sh(f"stat -c '%a %U' {pip_confs}").stdout.splitlines() == ["600 root"] * 3
     # The firewall role ran in the tier's site.yml runs, and the secrets role kept the given values.
     assert "firewall : configure | Allow SSH from the SSH networks before anything is denied" in "\n".join(box.outputs)
     for name in webui:

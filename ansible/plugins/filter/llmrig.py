@@ -20,6 +20,7 @@ if importlib.util.find_spec("bench") is None:  # running from a checkout without
 from bench.rig import (
     artifacts,
     checkpoint,
+    credentials,
     deployment,
     engines,
     firewall,
@@ -140,6 +141,21 @@ def llmrig_env_file(env: dict[str, str]) -> str:
     return vllm_flags.env_file(env)
 
 
+def llmrig_pip_config(no_index: bool, index_url: str, extra_index_urls: list[str], find_links: list[str]) -> str:
+    """The llmrig_pip_* options as a pip configuration file (credentials stay off pip's argv)."""
+    return credentials.pip_config(values.truthy(no_index), index_url, extra_index_urls, find_links)
+
+
+def llmrig_url_parts(url: str) -> dict[str, str]:
+    """A URL without its credentials, and its user name and password, for get_url's own options."""
+    return credentials.url_parts(url)
+
+
+def llmrig_redact_url(url: str) -> str:
+    """A URL with its credentials replaced by ***, as deployment.json and messages show it."""
+    return credentials.redact_url(url)
+
+
 def llmrig_open_webui_env(
     knobs: dict[str, Any],
     engine: dict[str, Any],
@@ -202,9 +218,10 @@ def _where(value: Any) -> str:
     return "extra vars (-e)" if tag.description and "'-e'" in tag.description else str(tag.description or "")
 
 
-def llmrig_role_variables(roles: list[str], roles_dir: str) -> list[str]:
-    """The defaulted variables of ``roles`` under ``roles_dir`` (bench.rig.specs.role_variables)."""
-    return specs.role_variables(_role_specs(tuple(str(role) for role in roles), str(roles_dir)))
+def llmrig_role_variables(roles: list[str], roles_dir: str) -> dict[str, dict[str, Any]]:
+    """The defaulted variables of ``roles`` under ``roles_dir`` with their options
+    (bench.rig.specs.role_variable_options)."""
+    return specs.role_variable_options(_role_specs(tuple(str(role) for role in roles), str(roles_dir)))
 
 
 def llmrig_knob_candidates(names: list[str]) -> list[str]:
@@ -213,13 +230,17 @@ def llmrig_knob_candidates(names: list[str]) -> list[str]:
 
 
 def llmrig_check_input(
-    spec: dict[str, dict[str, Any]], given: dict[str, Any], argument_errors: list[str], role_variables: list[str]
+    spec: dict[str, dict[str, Any]],
+    given: dict[str, Any],
+    argument_errors: list[str],
+    role_variables: dict[str, dict[str, Any]],
 ) -> list[str]:
     """Unknown knob names, argument-spec errors (one line each) and values out of range, rendered
     with where each was set (bench.rig.inputs.check_input)."""
     where = {name: _where(value) for name, value in given.items()}
     errors = [str(line) for line in argument_errors]
-    problems = inputs.check_input(spec, given, errors, where, [str(name) for name in role_variables])
+    own = {str(name): dict(option) for name, option in role_variables.items()}
+    problems = inputs.check_input(spec, given, errors, where, own)
     return [problem.render() for problem in problems]
 
 
@@ -311,4 +332,7 @@ class FilterModule:
             "llmrig_vllm_startup_facts": llmrig_vllm_startup_facts,
             "llmrig_mtp_refusal": llmrig_mtp_refusal,
             "llmrig_open_webui_env": llmrig_open_webui_env,
+            "llmrig_pip_config": llmrig_pip_config,
+            "llmrig_url_parts": llmrig_url_parts,
+            "llmrig_redact_url": llmrig_redact_url,
         }

@@ -1,6 +1,6 @@
-"""Probes for llmrig's preflight, shared by its Ansible modules: what a path is on this host, and
-who listens on which TCP port (from /proc/net/tcp and tcp6, with the holder's systemd unit when
-the caller may see it; root sees every process)."""
+"""Probes for llmrig's preflight, shared by its Ansible modules: what a path is on this host,
+whether it can bind an address, and who listens on which TCP port (from /proc/net/tcp and tcp6,
+with the holder's systemd unit when the caller may see it; root sees every process)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,18 @@ def probe_path(path):
         "parent_kind": _kind(parent) if parent else "missing",
         "parent_writable": bool(parent) and os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK),
     }
+
+
+def probe_address(address):
+    """Whether this host can bind ``address`` (as a service bound to it would): ``bindable``, and
+    the system's reason when it cannot (an address no interface of the host has)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((address, 0))
+    except OSError as exc:
+        return {"address": address, "bindable": False, "error": exc.strerror or str(exc)}
+    return {"address": address, "bindable": True, "error": ""}
 
 
 def _address(hex_address):

@@ -29,6 +29,12 @@ options:
         C(parent) (its closest existing parent), C(parent_kind) and C(parent_writable).
     type: dict
     default: {}
+  addresses:
+    description:
+      - Knob name to the bind address it holds (empty values are left out). Each is reported under
+        C(addresses) with C(address), C(bindable) (this host can bind it) and C(error) (why not).
+    type: dict
+    default: {}
 author: llmrig
 """
 
@@ -40,8 +46,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: C(llmrig_host) with os, cpu, memory, disk, gpus, gpu_source, driver_version, paths and
-    listeners (one per listening TCP socket, with address, port, pid, process and unit; pid 0 and
+  description: C(llmrig_host) with os, cpu, memory, disk, gpus, gpu_source, driver_version, paths,
+    addresses and listeners (one per listening TCP socket, with address, port, pid, process and unit; pid 0 and
     empty names when the holder cannot be seen).
   returned: always
   type: dict
@@ -51,7 +57,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.llmrig_probe import listeners, probe_path, read_text
+from ansible.module_utils.llmrig_probe import listeners, probe_address, probe_path, read_text
 
 # GPUs whose facts lspci cannot tell (before the driver is installed): PCI device id ->
 # (name, memory MiB, compute capability). Ids from lspci output of these cards.
@@ -201,6 +207,7 @@ def main():
             "models_dir": {"type": "path", "required": True},
             "nvidia_smi_timeout": {"type": "int", "default": 20},
             "paths": {"type": "dict", "default": {}},
+            "addresses": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -225,6 +232,11 @@ def main():
         "paths": {
             str(name): probe_path(str(value))
             for name, value in module.params["paths"].items()
+            if value not in (None, "")
+        },
+        "addresses": {
+            str(name): probe_address(str(value))
+            for name, value in module.params["addresses"].items()
             if value not in (None, "")
         },
         "listeners": listeners(),

@@ -7,15 +7,27 @@ what a single variable's type cannot say.
 
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
 :mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan),
-:mod:`~bench.rig.rules.driver` (the NVIDIA driver's branch floor and GPU count),
-:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall, secrets) and
-:mod:`~bench.rig.rules.resources` (the paths and the port on the host), all reading their inputs
+:mod:`~bench.rig.rules.driver` (the NVIDIA driver's branch floor, GPU count, compute capability
+and module options),
+:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall),
+:mod:`~bench.rig.rules.secrets` (each secret knob's length and alphabet),
+:mod:`~bench.rig.rules.sources` (pinned versions, index and download URLs),
+:mod:`~bench.rig.rules.combinations` (knobs that only make sense together) and
+:mod:`~bench.rig.rules.resources` (the paths and the port on the host),
+:mod:`~bench.rig.rules.addresses` (the bind addresses on the host), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
 
 from __future__ import annotations
 
-from bench.rig.rules.driver import rule_driver_branch, rule_driver_gpu_count
+from bench.rig.rules.addresses import rule_bind_addresses
+from bench.rig.rules.combinations import rule_visible_devices, rule_vllm_only_settings, rule_watchdog_timing
+from bench.rig.rules.driver import (
+    rule_driver_branch,
+    rule_driver_compute_capability,
+    rule_driver_gpu_count,
+    rule_driver_module_params,
+)
 from bench.rig.rules.engine import (
     rule_batching,
     rule_context,
@@ -38,8 +50,10 @@ from bench.rig.rules.host import (
     rule_parallelism,
 )
 from bench.rig.rules.knobs import Rule, gpus
-from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports, rule_secrets
+from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports
 from bench.rig.rules.resources import rule_paths, rule_port_free
+from bench.rig.rules.secrets import rule_secrets
+from bench.rig.rules.sources import rule_pinned_versions, rule_sources
 
 __all__ = ["RULES", "Rule", "disk_problem", "gpus"]
 
@@ -57,6 +71,7 @@ RULES: tuple[Rule, ...] = (
     rule_paths,
     rule_ports,
     rule_port_free,
+    rule_bind_addresses,
     rule_kv_cache_dtype,
     rule_device_flags,
     rule_cpu_memory,
@@ -68,5 +83,12 @@ RULES: tuple[Rule, ...] = (
     rule_pinned_revision,
     rule_driver_branch,
     rule_driver_gpu_count,
+    rule_driver_compute_capability,
+    rule_driver_module_params,
+    rule_pinned_versions,
+    rule_sources,
+    rule_visible_devices,
+    rule_watchdog_timing,
+    rule_vllm_only_settings,
     rule_kv_plan,  # last: it runs only when no other rule found an error
 )

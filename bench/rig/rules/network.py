@@ -1,11 +1,9 @@
-"""Rules on what listens and what it is given: ports, bind addresses and client CIDRs, what may
-listen off loopback without the firewall, and the secrets (the API key, and no secret on an
-engine's command line)."""
+"""Rules on what listens: ports, bind addresses and client CIDRs, and what may listen off loopback
+without the firewall (the secrets' rules are in :mod:`~bench.rig.rules.secrets`)."""
 
 from __future__ import annotations
 
 import ipaddress
-import re
 
 from bench.rig.engines import ENGINES, ENGINES_BY_NAME
 from bench.rig.presets import Preset
@@ -136,27 +134,4 @@ def rule_exposure(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
                 "warning",
             )
         )
-    return problems
-
-
-# Engine flags that take a secret: on a command line it shows in ps, the journal and deployment.json.
-SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
-
-
-def rule_secrets(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """A supplied API key is long enough to mean something (empty = generated on the host), and
-    no secret rides on an engine's command line through the extra-argument knobs."""
-    problems: list[Problem] = []
-    key = knobs.get("llmrig_api_key") or ""
-    if key and (len(str(key)) < 16 or re.search(r"\s", str(key))):
-        problems += err("llmrig_api_key", "must be at least 16 characters without spaces, or empty to generate one")
-    for knob in (engine.extra_args_knob for engine in ENGINES if engine.extra_args_knob):
-        for arg in knobs.get(knob) or []:
-            flag = str(arg).split("=", 1)[0]
-            if flag in SECRET_FLAGS:
-                problems += err(
-                    knob,
-                    f"{flag} would put a secret on the command line (ps, the journal, deployment.json); "
-                    "set llmrig_api_key / llmrig_hf_token instead, which reach the engine from 0600 files",
-                )
     return problems

@@ -138,3 +138,50 @@ def test_a_record_without_metrics_is_believed_at_any_url() -> None:
         == "http://127.0.0.1:45000/metrics"
     )
     assert Target(vllm.endpoint.base_url, "k", None, "t", "vllm", vllm).metrics_url == vllm.endpoint.metrics_url
+
+
+def test_the_key_file_gives_the_key_and_is_named_as_its_source(
+    checkout: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("  file-key-0123456789  \nsecond line\n", encoding="utf-8")
+    _demo(checkout)
+    target = _target(checkout, "--api-key-file", str(key_file))
+    assert target.api_key == "file-key-0123456789"
+    assert target.sources["api_key"] == f"--api-key-file ({key_file})"
+    assert capsys.readouterr().err == ""
+
+
+def test_a_key_on_the_command_line_works_with_a_warning(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _demo(checkout)
+    target = _target(checkout, "--api-key", "argv-key-0123456789")
+    assert target.api_key == "argv-key-0123456789"
+    err = capsys.readouterr().err
+    assert err.startswith("bench: warning: --api-key puts the key in the process list")
+    assert "--api-key-file or BENCH_API_KEY" in err
+    assert "argv-key" not in err
+
+
+def test_bench_api_key_beats_the_fetched_file_without_a_warning(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _demo(checkout)
+    monkeypatch.setenv("BENCH_API_KEY", "env-key-0123456789")
+    target = _target(checkout)
+    assert (target.api_key, target.sources["api_key"]) == ("env-key-0123456789", "BENCH_API_KEY")
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_empty_or_missing_key_file_is_refused_naming_the_flag(checkout: Path, tmp_path: Path, content: str) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"^--api-key-file: {key_file} is empty"):
+        _target(checkout, "--api-key-file", str(key_file))
+    with pytest.raises(ConfigError, match=r"^--api-key-file: cannot read .*/absent \(FileNotFoundError\)$"):
+        _target(checkout, "--api-key-file", str(tmp_path / "absent"))
+
+
+def test_the_key_and_the_key_file_cannot_both_be_given(checkout: Path, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        _target(checkout, "--api-key", "k" * 20, "--api-key-file", str(tmp_path / "key"))

@@ -67,6 +67,9 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_vllm_startup_facts",
                 "llmrig_mtp_refusal",
                 "llmrig_open_webui_env",
+                "llmrig_pip_config",
+                "llmrig_url_parts",
+                "llmrig_redact_url",
             ]
         )
     )

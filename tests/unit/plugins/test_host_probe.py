@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from bench.rig.presets import load_presets
+from bench.rig.rules.addresses import ADDRESS_KNOBS, rule_bind_addresses
 from bench.rig.rules.resources import PATH_KNOBS, rule_paths, rule_port_free
 from tests.helpers import REPO, load_file_module
 
@@ -178,3 +179,45 @@ def test_preflight_probes_exactly_the_path_knobs() -> None:
     probes = [task["llmrig_host_facts"]["paths"] for task in tasks if "llmrig_host_facts" in task]
     assert len(probes) == 1
     assert probes[0] == {name: f"{{{{ {name} }}}}" for name in PATH_KNOBS}
+
+
+def test_preflight_probes_exactly_the_address_knobs() -> None:
+    tasks = yaml.safe_load((REPO / "roles/preflight/tasks/facts.yml").read_text(encoding="utf-8"))
+    probes = [task["llmrig_host_facts"]["addresses"] for task in tasks if "llmrig_host_facts" in task]
+    assert probes == [{name: f"{{{{ {name} }}}}" for name in ADDRESS_KNOBS}]
+
+
+def test_probe_address_binds_what_the_host_has_and_says_why_not() -> None:
+    assert probe.probe_address("127.0.0.1") == {"address": "127.0.0.1", "bindable": True, "error": ""}
+    assert probe.probe_address("0.0.0.0")["bindable"] is True
+    # 192.0.2.0/24 is TEST-NET-1 (RFC 5737): no host has it.
+    assert probe.probe_address("192.0.2.10") == {
+        "address": "192.0.2.10",
+        "bindable": False,
+        "error": "Cannot assign requested address",
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, []),
+        (
+            {"vllm_host": "192.0.2.10"},
+            ["vllm_host: 192.0.2.10 is no address of this host (Cannot assign requested address); "
+             "use 127.0.0.1, 0.0.0.0 or one it has"],
+        ),
+        ({"inference_engine": "ollama", "vllm_host": "192.0.2.10"}, []),  # vLLM does not start
+        ({"open_webui_host": "192.0.2.10", "open_webui_enabled": False}, []),
+        (
+            {"open_webui_host": "192.0.2.10", "open_webui_enabled": True},
+            ["open_webui_host: 192.0.2.10 is no address of this host (Cannot assign requested address); "
+             "use 127.0.0.1, 0.0.0.0 or one it has"],
+        ),
+    ],
+)  # fmt: skip
+def test_bind_address_rule(changes: dict[str, Any], expected: list[str]) -> None:
+    knobs = {"inference_engine": "vllm", "open_webui_enabled": False, **dict.fromkeys(ADDRESS_KNOBS, "127.0.0.1")}
+    knobs |= changes
+    host = {"addresses": {name: probe.probe_address(str(knobs[name])) for name in ADDRESS_KNOBS}}
+    assert _rendered(rule_bind_addresses(knobs, host, "cpu", PRESET)) == expected

@@ -16,6 +16,8 @@ from bench.rig.inputs import (
     type_problems,
     unknown_names,
 )
+from bench.rig.rules.secrets import SECRET_KNOBS
+from tests.helpers import knob_spec
 
 SPEC = {
     "vllm_port": {"type": "int", "description": "TCP port. Range: 1 to 65535."},
@@ -150,4 +152,38 @@ def test_a_secrets_value_is_never_quoted() -> None:
 def test_a_roles_own_variable_is_no_typo() -> None:
     problems = unknown_names(["nvidia_driver_test_no_kernel", "vllm_user"], [*SPEC, "nvidia_driver_test_no_kernel"], {})
     assert [p.variable for p in problems] == ["vllm_user"]
-    assert check_input(SPEC, {"vllm_user": "vllm"}, [], {}, ["vllm_user"]) == []
+    assert check_input(SPEC, {"vllm_user": "vllm"}, [], {}, {"vllm_user": {"type": "str", "default": "vllm"}}) == []
+
+
+def test_a_roles_own_variable_keeps_to_its_range() -> None:
+    own = {"nvidia_driver_reboot_timeout_s": {"type": "int", "default": 900, "description": "S. Range: at least 60."}}
+    problems = check_input(SPEC, {"nvidia_driver_reboot_timeout_s": 0}, [], {}, own)
+    assert [p.render() for p in problems] == ["nvidia_driver_reboot_timeout_s: must be at least 60; got 0"]
+
+
+def test_a_knob_named_like_a_secret_is_not_one() -> None:
+    """What is secret is the list of secret knobs: a knob with ``tokens`` (or key, auth, pass) in its
+    name has its value shown and its range checked."""
+    spec = {
+        **SPEC,
+        "vllm_max_num_batched_tokens": {"type": "int", "description": "Tokens. Range: at least 1."},
+        "vllm_mtp_tokens": {"type": "int", "description": "Draft tokens. Range: 1 to 4."},
+    }
+    errors = ["argument 'vllm_max_num_batched_tokens' is of type str and we were unable to convert to int: x"]
+    problems = check_input(spec, {"vllm_max_num_batched_tokens": "many", "vllm_mtp_tokens": 9}, errors, {})
+    assert [p.render() for p in problems] == [
+        "vllm_max_num_batched_tokens: needs a whole number, got 'many'",
+        "vllm_mtp_tokens: must be 1 to 4; got 9",
+    ]
+
+
+def test_the_secret_list_is_the_knobs_the_specs_mark_no_log() -> None:
+    assert {name for name, option in knob_spec().items() if option.get("no_log")} == SECRET_KNOBS
+
+
+def test_a_urls_credentials_are_not_quoted() -> None:
+    spec = {**SPEC, "llmrig_pip_find_links": {"type": "list", "elements": "str", "description": "Links."}}
+    errors = ["argument 'llmrig_pip_find_links' is of type str and we were unable to convert to list: x"]
+    values = {"llmrig_pip_find_links": "https://me:pfPass9@mirror.example/wh"}
+    rendered = " ".join(p.render() for p in check_input(spec, values, errors, {}))
+    assert rendered == "llmrig_pip_find_links: needs a list, got 'https://***@mirror.example/wh'"

@@ -163,6 +163,27 @@ BAD = [
     ("gpu", {"inference_engine": "llamacpp"}, "model"),
     ("gpu", {"nvidia_driver_branch": 570}, "nvidia_driver_branch"),
     ("cpu", {"nvidia_driver_branch": "latest"}, "nvidia_driver_branch"),
+    # Versions and sources.
+    ("gpu", {"vllm_version": "latest"}, "vllm_version"),
+    ("cpu", {"vllm_cpu_version": ">=0.32"}, "vllm_cpu_version"),
+    ("cpu", {"ollama_version": "0.32"}, "ollama_version"),
+    ("cpu", {"llamacpp_xllamacpp_version": "2026.*"}, "llamacpp_xllamacpp_version"),
+    ("cpu", {"llmrig_pip_index_url": "pypi.example/simple"}, "llmrig_pip_index_url"),
+    ("cpu", {"llmrig_pip_extra_index_urls": ["mirror.example/simple"]}, "llmrig_pip_extra_index_urls"),
+    ("cpu", {"llmrig_pip_extra_index_urls": "https://mirror.example/simple"}, "llmrig_pip_extra_index_urls"),
+    ("cpu", {"llmrig_pip_find_links": ["wheelhouse"]}, "llmrig_pip_find_links"),
+    ("cpu", {"llmrig_pip_no_index": True}, "llmrig_pip_no_index"),
+    ("cpu", {"vllm_cpu_torch_index_url": "download.pytorch.org/whl/cpu"}, "vllm_cpu_torch_index_url"),
+    ("cpu", {"ollama_archive_url": "ollama-linux-amd64.tar.zst"}, "ollama_archive_url"),
+    # The driver.
+    ("cpu", {"nvidia_driver_cuda_keyring_url": "cuda-keyring_1.1-1_all.deb"}, "nvidia_driver_cuda_keyring_url"),
+    ("gpu", {"nvidia_driver_compute_capability": "13.5"}, "nvidia_driver_compute_capability"),
+    ("cpu", {"nvidia_driver_compute_capability": "6.1"}, "nvidia_driver_compute_capability"),
+    ("cpu", {"nvidia_driver_module_params": "nvidia.NVreg_X=1"}, "nvidia_driver_module_params"),
+    ("cpu", {"nvidia_driver_module_params": {"nvidia": "NVreg_X=1"}}, "nvidia_driver_module_params"),
+    # Combinations.
+    ("gpu", {"vllm_extra_env": {"CUDA_VISIBLE_DEVICES": "0"}}, "vllm_extra_env"),
+    ("cpu", {"watchdog_check_timeout_s": 60, "watchdog_interval_s": 30}, "watchdog_check_timeout_s"),
 ]
 
 
@@ -249,7 +270,7 @@ def test_every_rule_is_exercised() -> None:
     tested |= {"moe-symmetric"}  # test_asymmetric_moe_experts_are_refused_with_vllms_sentence
     tested |= {"kv-plan", "nvidia_driver_gpu_count"}  # test_kv_plan_* and the driver's GPU count below
     tested |= {"vllm_extra_args"}  # test_extra_args_* below
-    tested |= {"llmrig_config_dir", "vllm_port"}  # tests/unit/plugins/test_host_probe.py
+    tested |= {"llmrig_config_dir", "vllm_port", "vllm_host"}  # tests/unit/plugins/test_host_probe.py
     tested |= {"llmrig_ssh_allowed_cidrs"}  # test_a_network_of_every_address_needs_the_opt_in
     produced = {
         "rule_host_os": "inventory",
@@ -274,9 +295,17 @@ def test_every_rule_is_exercised() -> None:
         "rule_extra_args": "vllm_extra_args",
         "rule_paths": "llmrig_config_dir",
         "rule_port_free": "vllm_port",
+        "rule_bind_addresses": "vllm_host",
         "rule_pinned_revision": "vllm_model_revision",
         "rule_driver_branch": "nvidia_driver_branch",
         "rule_driver_gpu_count": "nvidia_driver_gpu_count",
+        "rule_driver_compute_capability": "nvidia_driver_compute_capability",
+        "rule_driver_module_params": "nvidia_driver_module_params",
+        "rule_pinned_versions": "vllm_version",
+        "rule_sources": "llmrig_pip_no_index",
+        "rule_visible_devices": "vllm_extra_env",
+        "rule_watchdog_timing": "watchdog_check_timeout_s",
+        "rule_vllm_only_settings": "vllm_extra_args",
     }
     assert {rule.__name__ for rule in RULES} == set(produced)
     assert set(produced.values()) <= tested
@@ -490,3 +519,39 @@ def test_asymmetric_moe_experts_are_refused_with_vllms_sentence(rendered_gpu: di
     assert _errors(_problems(rendered_gpu, _moe_preset(None))) == []
     assert _errors(_problems(rendered_gpu, {**_moe_preset(False), "inference_engine": "ollama"})) == []
     assert _errors(_problems(rendered_gpu, {})) == []  # Qwen3.8: asymmetric but dense
+
+
+def test_vllm_only_settings_warn_while_another_engine_serves(rendered_cpu: dict[str, Any]) -> None:
+    """Ollama with vLLM's extra arguments and environment set: a warning naming each, no error."""
+    overrides = {"vllm_extra_args": ["--swap-space", "4"], "vllm_extra_env": {"VLLM_X": "1"}}
+    problems = _problems(rendered_cpu, {"inference_engine": "ollama", **overrides})
+    assert _errors(problems) == []
+    warnings = [p.render() for p in problems if p.severity == "warning"]
+    assert warnings == [
+        f"{name}: is set, but only vLLM reads it and inference_engine is ollama: it has no effect"
+        for name in ("vllm_extra_args", "vllm_extra_env")
+    ]
+    assert [p for p in _problems(rendered_cpu, {"inference_engine": "ollama"}) if p.severity == "warning"] == []
+
+
+def test_a_urls_credentials_are_not_shown_by_the_source_rules(rendered_cpu: dict[str, Any]) -> None:
+    errors = _errors(_problems(rendered_cpu, {"llmrig_pip_extra_index_urls": ["ftp://me:pfPass9@mirror/simple"]}))
+    assert [e.render() for e in errors] == [
+        "llmrig_pip_extra_index_urls: 'ftp://***@mirror/simple' is not an http(s):// URL"
+    ]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"llmrig_pip_index_url": "https://me:tok@pypi.example/simple", "llmrig_pip_find_links": ["/srv/wh"]},
+        {"llmrig_pip_no_index": True, "llmrig_pip_find_links": ["/wheelhouse"]},
+        {"vllm_version": "0.34.0rc1", "ollama_version": "0.33.0-rc2"},
+        {"nvidia_driver_module_params": {"nvidia": {"NVreg_DynamicPowerManagement": "0x02"}}},
+        {"watchdog_check_timeout_s": 30, "watchdog_interval_s": 30},  # as long as it, as the e2e box has
+    ],
+)
+def test_good_sources_driver_and_watchdog_settings_pass(
+    overrides: dict[str, Any], rendered_cpu: dict[str, Any]
+) -> None:
+    assert _errors(_problems(rendered_cpu, overrides)) == []
