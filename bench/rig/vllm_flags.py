@@ -185,6 +185,10 @@ def service_env(
         "XDG_CACHE_HOME": cache_dir,
         "VLLM_NO_USAGE_STATS": "1",
         "VLLM_DO_NOT_TRACK": "1",
+        # The unit allows packets to and from loopback only (IPAddressAllow=): the ranks of
+        # this one box bootstrap over lo, not over the first LAN interface NCCL and Gloo pick.
+        "NCCL_SOCKET_IFNAME": "lo",
+        "GLOO_SOCKET_IFNAME": "lo",
     }
     if device == "cuda":
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"

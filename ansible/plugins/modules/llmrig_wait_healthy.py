@@ -11,8 +11,11 @@ module: llmrig_wait_healthy
 short_description: Wait until a service's health URL answers 200, failing early when its unit dies
 description:
   - Polls O(url) until it answers HTTP 200, for up to O(timeout_s) seconds (first model loads take minutes).
-  - Fails at once, with the unit's last journal lines, when the unit enters the failed state or
-    systemd restarts it (a crash during start-up); fails with the same lines on time-out.
+  - Fails at once when the unit enters the failed state, stops, or systemd restarts it (a crash
+    during start-up); fails on time-out. Each failure shows the journal of the start that was waited
+    for (its _SYSTEMD_INVOCATION_ID, and systemd's own lines about it), led by its first error found
+    anywhere in that start (the first traceback's exception line, or else the first ERROR line, with
+    its line number), then its last O(journal_lines) lines.
   - Never changes anything.
 options:
   url:
@@ -32,7 +35,7 @@ options:
     type: float
     default: 5
   journal_lines:
-    description: Journal lines to include in a failure message.
+    description: Last journal lines of the failed start to include in a failure message, after its first error.
     type: int
     default: 60
   timeout_knob:
@@ -53,6 +56,8 @@ restarts:
   returned: always
 """
 
+import json
+import re
 import subprocess
 import time
 import urllib.error
@@ -73,15 +78,94 @@ def unit_state(unit: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
 
 
-def journal_tail(unit: str, lines: int) -> str:
-    """The unit's last ``lines`` journal lines, or why they could not be read."""
-    done = subprocess.run(
-        ["journalctl", "--no-pager", "--output=cat", "-u", unit, "-n", str(lines)],
-        capture_output=True,
-        text=True,
-        check=False,
+def _journalctl(*args: str) -> tuple[str, str]:
+    """journalctl's stdout and stderr, decoded without newline translation (a carriage return
+    inside an entry, a progress bar's, stays inside its line)."""
+    done = subprocess.run(["journalctl", "--no-pager", *args], capture_output=True, check=False)
+    return done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+
+
+def newest_invocation(unit: str) -> str:
+    """The invocation of ``unit``'s newest journal line (its own output or systemd's about it), or ''."""
+    out, _ = _journalctl("--output=json", "-u", unit, "-n", "1")
+    for line in reversed(out.split("\n")):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            return str(entry.get("_SYSTEMD_INVOCATION_ID") or entry.get("INVOCATION_ID") or "")
+    return ""
+
+
+def invocation_journal(unit: str, invocation: str) -> list[str]:
+    """Every line of one start of ``unit``: its own output and systemd's lines about it."""
+    if not invocation:
+        return []
+    out, _ = _journalctl("--output=cat", f"_SYSTEMD_INVOCATION_ID={invocation}", "+", f"INVOCATION_ID={invocation}")
+    # One entry a line; vLLM ends its log lines with "\r\n", and a progress bar's "\r" stays inside.
+    return [line.removesuffix("\r") for line in out.rstrip("\n").split("\n")] if out.strip() else []
+
+
+# vLLM's lines: "(EngineCore_DP0 pid=123) " for a worker process, then "ERROR 12-04 10:27:47
+# [core.py:1510] " from its logger; a traceback it logs keeps its own indentation after that.
+_VLLM_PREFIX = re.compile(
+    r"^(?:\([\w.:-]+ pid=\d+\) )?(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d-]+ [\d:.]+ \[[^\]]*\] )?"
+)
+# A line without a logger level is an error when it says so (llama.cpp: "error loading model").
+_PLAIN_ERROR = re.compile(r"^(ERROR|CRITICAL|FATAL)\b|^\w*(Error|Exception)\b.*:|\berror\b")
+
+
+def _split(line: str) -> tuple[str, str]:
+    """The logger level ('' when none) and the text after vLLM's prefixes."""
+    found = _VLLM_PREFIX.match(line)
+    return (found.group("level") or "", line[found.end() :]) if found else ("", line)
+
+
+def _is_error(line: str) -> bool:
+    level, body = _split(line)
+    return level in ("ERROR", "CRITICAL") if level else bool(_PLAIN_ERROR.search(body))
+
+
+def root_cause(lines: list[str]) -> tuple[int, list[str]] | None:
+    """The first error of a start: the exception line that ends its first traceback, with the first
+    error line before it, or else the first error line; (its 1-based line number, the lines to
+    show), or None when the start logged no error."""
+    bodies = [_split(line)[1] for line in lines]
+    first_error = next((index for index, line in enumerate(lines) if _is_error(line)), None)
+    start = next(
+        (index for index, body in enumerate(bodies) if body.startswith("Traceback (most recent call last)")), None
     )
-    return done.stdout.strip() or done.stderr.strip() or "(journal empty)"
+    if start is None:
+        return None if first_error is None else (first_error + 1, [lines[first_error]])
+    for index in range(start + 1, len(bodies)):
+        body = bodies[index]
+        if body and not body[0].isspace() and not body.startswith("Traceback"):
+            cause = [lines[index]]
+            if first_error is not None and first_error < start:
+                cause.insert(0, lines[first_error])
+            return index + 1, cause
+    return start + 1, [lines[start]]
+
+
+def journal_report(unit: str, invocation: str, lines: int) -> str:
+    """This start's first error (where in its journal) and its last ``lines`` lines."""
+    invocation = invocation or newest_invocation(unit)
+    journal = invocation_journal(unit, invocation)
+    if not journal:
+        out, err = _journalctl("--output=cat", "-u", unit, "-n", str(lines))
+        tail = out.strip() or err.strip() or "(journal empty)"
+        return f"No journal lines of this start of {unit} were found; its last journal lines:\n{tail}"
+    parts = []
+    cause = root_cause(journal)
+    if cause is not None:
+        number, cause_lines = cause
+        where = f"line {number} of {len(journal)} of this start's journal (invocation {invocation})"
+        parts.append(f"First error, {where}:\n" + "\n".join(cause_lines))
+    parts.append(
+        f"Last {min(lines, len(journal))} of its {len(journal)} journal lines:\n" + "\n".join(journal[-lines:])
+    )
+    return "\n".join(parts)
 
 
 def probe(url: str) -> int | None:
@@ -101,24 +185,27 @@ def wait(params: dict[str, Any]) -> dict[str, Any]:
     first = unit_state(unit)
     restarts_at_start = int(first.get("NRestarts", "0") or 0)
     last_status: int | None = None
+    # The start being waited for: a restart by systemd replaces it, and its journal is the one to show.
+    invocation = first.get("InvocationID", "")
     while True:
         state = unit_state(unit)
         restarts = int(state.get("NRestarts", "0") or 0)
         if state.get("ActiveState") == "failed" or restarts > restarts_at_start:
             why = "failed" if state.get("ActiveState") == "failed" else "was restarted by systemd after a crash"
+            if restarts == restarts_at_start:
+                invocation = state.get("InvocationID") or invocation
             return {
                 "failed": True,
                 "restarts": restarts,
-                "msg": f"{unit} {why} while starting. Last journal lines:\n"
-                f"{journal_tail(unit, params['journal_lines'])}",
+                "msg": f"{unit} {why} while starting. {journal_report(unit, invocation, params['journal_lines'])}",
             }
         if state.get("ActiveState") == "inactive" and state.get("SubState") == "dead":
             return {
                 "failed": True,
                 "restarts": restarts,
-                "msg": f"{unit} is not running (inactive). Last journal lines:\n"
-                f"{journal_tail(unit, params['journal_lines'])}",
+                "msg": f"{unit} is not running (inactive). {journal_report(unit, invocation, params['journal_lines'])}",
             }
+        invocation = state.get("InvocationID") or invocation
         last_status = probe(params["url"])
         elapsed = time.monotonic() - started
         if last_status == 200:
@@ -129,8 +216,8 @@ def wait(params: dict[str, Any]) -> dict[str, Any]:
                 "restarts": restarts,
                 "msg": f"{params['url']} did not answer 200 within {params['timeout_s']} s "
                 f"(last answer: {last_status or 'no connection'}); raise {params['timeout_knob']} if it is "
-                f"still starting (a first model load takes minutes). Last journal lines of {unit}:\n"
-                f"{journal_tail(unit, params['journal_lines'])}",
+                f"still starting (a first model load takes minutes). "
+                f"{journal_report(unit, invocation, params['journal_lines'])}",
             }
         time.sleep(params["interval_s"])
 

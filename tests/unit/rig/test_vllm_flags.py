@@ -113,6 +113,8 @@ def test_service_env_on_cuda(rendered_gpu: dict[str, Any]) -> None:
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert env["HF_HUB_OFFLINE"] == "1"
+    # The unit allows loopback only: tensor-parallel ranks bootstrap over lo.
+    assert (env["NCCL_SOCKET_IFNAME"], env["GLOO_SOCKET_IFNAME"]) == ("lo", "lo")
     assert env["VLLM_CACHE_ROOT"] == "/var/cache/vllm"
     assert "VLLM_CPU_KVCACHE_SPACE" not in env
     assert "VLLM_ATTENTION_BACKEND" not in env  # ignored by current vLLM; the flag does the job

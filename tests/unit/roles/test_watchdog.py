@@ -25,6 +25,7 @@ from tests.helpers import FAKES, REPO, HealthEngine
 
 SCRIPT = REPO / "roles" / "watchdog" / "files" / "llmrig-watchdog"
 FAKE_SYSTEMCTL = FAKES / "watchdog" / "systemctl"
+FAKE_JOURNALCTL = FAKES / "watchdog" / "journalctl"
 FIXED_CLOCK = FAKES / "watchdog" / "fixed-clock"
 
 
@@ -184,16 +185,85 @@ def test_given_up_restarts_again_once_the_window_has_room() -> None:
     ]
 
 
-def test_clean_stop_is_respected_and_said_once() -> None:
-    first = WD.decide(state(failures=2, gave_up=True), CONFIG, props("inactive", "success"), None, now())
-    message = "vllm.service was stopped cleanly; not restarting it (start it, or run site.yml, to resume watching)"
+STOP_JOB = WD.Ending("stopped", "a stop job stopped it")
+SELF_EXIT = WD.Ending("exited", "its process ended by itself with exit status 0, no stop job")
+
+
+def test_an_operators_stop_is_respected_and_said_once() -> None:
+    assert WD.needs_ending(props("inactive", "success"))
+    first = WD.decide(
+        state(failures=2, gave_up=True), CONFIG, props("inactive", "success"), None, now(), ended=STOP_JOB
+    )
+    message = (
+        "vllm.service was stopped (a stop job stopped it); not restarting it "
+        "(start it, or run site.yml, to resume watching)"
+    )
     assert texts(first) == [(WD.NOTICE, message)]
     assert first.actions == ()
     assert first.state.failures == 0
     assert first.state.gave_up is False
-    second = WD.decide(first.state, CONFIG, props("inactive", "success"), None, now(30))
+    second = WD.decide(first.state, CONFIG, props("inactive", "success"), None, now(30), ended=STOP_JOB)
     assert second.lines == ()
     assert second.actions == ()
+
+
+def test_a_process_that_ends_by_itself_with_status_0_is_restarted_like_a_crash() -> None:
+    """vLLM's API server exits 0 when its engine core dies: inactive, Result=success, and no stop
+    job in the journal. It counts as a failed check, and the crash-loop policy restarts it."""
+    inactive = props("inactive", "success")
+    first = WD.decide(state(), CONFIG, inactive, None, now(), ended=SELF_EXIT)
+    reason = "unit inactive: its process ended by itself with exit status 0, no stop job"
+    assert texts(first) == [(WD.WARNING, f"health check failed (1/3): {reason}")]
+    assert first.actions == ()
+    third = WD.decide(state(failures=2), CONFIG, inactive, None, now(), ended=SELF_EXIT)
+    assert third.actions == RESTART
+    assert texts(third)[-1] == (
+        WD.NOTICE,
+        "restarting vllm.service after 3 failed health checks (restart 1 of 2 in 600 s)",
+    )
+
+
+def test_self_exits_give_up_under_the_same_crash_loop_policy() -> None:
+    inactive = props("inactive", "success")
+    decision = WD.decide(
+        state(failures=2, restarts=(WALL - 100, WALL - 50)), CONFIG, inactive, None, now(), ended=SELF_EXIT
+    )
+    assert decision.actions == ()
+    assert decision.state.gave_up is True
+    assert texts(decision)[-1][0] == WD.ERR
+    assert texts(decision)[-1][1].startswith("giving up on vllm.service: 2 restarts in the last 600 s")
+
+
+@pytest.mark.parametrize("ended", [None, WD.Ending("unknown", "journalctl exited 1: No journal files were found.")])
+def test_an_inactive_unit_the_journal_cannot_explain_is_left_alone(ended: Any) -> None:
+    decision = WD.decide(state(failures=1), CONFIG, props("inactive", "success"), None, now(), ended=ended)
+    assert decision.actions == ()
+    assert decision.state.failures == 0
+    why = ended.reason if ended else "the journal was not read"
+    assert texts(decision) == [
+        (WD.NOTICE, f"vllm.service is inactive and the journal does not say why ({why}); not restarting it")
+    ]
+
+
+def _entry(message_id: str, job: str = "") -> str:
+    fields = {"MESSAGE_ID": message_id, "UNIT": UNIT, "_PID": "1", "MESSAGE": "..."}
+    return json.dumps({**fields, **({"JOB_TYPE": job} if job else {})}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "how"),
+    [
+        (_entry(WD.STOPPING, "stop"), "stopped"),
+        (_entry(WD.STOPPED, "stop"), "stopped"),
+        (_entry(WD.STARTED, "start"), "exited"),
+        (_entry(WD.STARTING, "start"), "exited"),
+        ("", "unknown"),
+        ("{not json\n", "unknown"),
+        (_entry("7ad2d189f7e94e70a38c781354912448"), "unknown"),
+    ],
+)
+def test_the_newest_start_or_stop_line_tells_how_the_unit_ended(text: str, how: str) -> None:
+    assert WD.ending_from_journal(text).how == how
 
 
 @pytest.mark.parametrize(
@@ -324,6 +394,9 @@ def fake_unit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("LLMRIG_SYSTEMCTL", str(FAKE_SYSTEMCTL))
     monkeypatch.setenv("LLMRIG_FAKE_SYSTEMCTL_STATE", str(unit))
     monkeypatch.setenv("LLMRIG_FAKE_SYSTEMCTL_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("LLMRIG_JOURNALCTL", str(FAKE_JOURNALCTL))
+    monkeypatch.setenv("LLMRIG_FAKE_JOURNAL", str(tmp_path / "journal.jsonl"))
+    monkeypatch.setenv("LLMRIG_FAKE_JOURNAL_LOG", str(tmp_path / "journalctl.jsonl"))
     return unit
 
 
@@ -468,3 +541,33 @@ def test_e2e_systemctl_failure_is_an_internal_error_exit_1(tmp_path: Path, monke
     assert done.returncode == 1
     assert done.stderr.startswith("<3>llmrig-watchdog: internal error: FileNotFoundError: ")
     assert done.stderr.count("\n") == 1
+
+
+def test_e2e_an_engine_that_exited_0_by_itself_is_restarted_and_a_stopped_one_is_not(
+    engine: HealthEngine, fake_unit: Path, tmp_path: Path
+) -> None:
+    """The real script reads systemd's newest start/stop line about the unit, from PID 1 only, in
+    this boot: after a start line (the process ended by itself) it restarts the unit after
+    `failures_before_restart` ticks; after a stop line it restarts nothing."""
+    fake_unit.write_text(json.dumps(props("inactive", "success")), encoding="utf-8")
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text(_entry(WD.STARTED, "start"), encoding="utf-8")
+    config, state_file = write_config(tmp_path, engine.url), tmp_path / "state.json"
+    first = run_tick(config, state_file)
+    reason = "unit inactive: its process ended by itself with exit status 0, no stop job"
+    assert (first.returncode, first.stdout, first.stderr) == (0, f"<4>health check failed (1/2): {reason}\n", "")
+    second = run_tick(config, state_file)
+    assert second.stdout.endswith("<5>restarting vllm.service after 2 failed health checks (restart 1 of 3 in 600 s)\n")
+    assert calls(tmp_path) == [["reset-failed", UNIT], ["restart", "--no-block", UNIT]]
+    (query, *_) = [
+        json.loads(line) for line in (tmp_path / "journalctl.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
+    assert {"--boot", "--reverse", "--lines=1", "--output=json", f"UNIT={UNIT}", "_PID=1"} <= set(query)
+    assert {f"MESSAGE_ID={WD.STARTING}", f"MESSAGE_ID={WD.STARTED}", f"MESSAGE_ID={WD.STOPPING}"} <= set(query)
+    # An operator's `systemctl stop` now: the newest line is the stop job's.
+    fake_unit.write_text(json.dumps(props("inactive", "success")), encoding="utf-8")
+    journal.write_text(_entry(WD.STOPPED, "stop"), encoding="utf-8")
+    for _ in range(3):
+        run_tick(config, state_file)
+    assert len(calls(tmp_path)) == 2
+    assert engine.probes == 0

@@ -1,0 +1,49 @@
+"""The addresses a service's unit may exchange packets with: systemd's ``IPAddressAllow=`` after
+``IPAddressDeny=any`` (the engines', Open WebUI's and the watchdog's units).
+
+Loopback always. The client networks (``llmrig_allowed_client_cidrs``) when the service listens
+off loopback: its answers to them are packets too, and the firewall admits the same networks.
+Each address the service dials that is not loopback (an engine bound to a LAN address, which
+Open WebUI then calls there). Nothing else: the models are on disk before a unit starts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from typing import Any
+
+from bench.errors import ConfigError
+
+LOOPBACK = "localhost"  # systemd's name for 127.0.0.0/8 and ::1/128
+
+
+def off_loopback(address: Any) -> bool:
+    """Whether a bind or dial address is anything but loopback (a wildcard or a name counts as off)."""
+    text = str(address).strip()
+    if text == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        return True
+
+
+def _network(value: Any, knob: str) -> str:
+    try:
+        return str(ipaddress.ip_network(str(value).strip(), strict=False))
+    except ValueError as exc:
+        raise ConfigError(f"{knob}: {value!r} is not a CIDR such as 192.168.1.0/24") from exc
+
+
+def ip_address_allow(bind: Any, client_cidrs: Any, dialled: Iterable[Any] = ()) -> list[str]:
+    """``IPAddressAllow=`` entries for a service bound to ``bind`` that dials ``dialled``."""
+    allowed = [LOOPBACK]
+    if off_loopback(bind):
+        if isinstance(client_cidrs, str) or not isinstance(client_cidrs, list | tuple):
+            raise ConfigError(f"llmrig_allowed_client_cidrs: must be a list of CIDRs, got {client_cidrs!r}")
+        allowed += [_network(cidr, "llmrig_allowed_client_cidrs") for cidr in client_cidrs]
+    for address in dialled:
+        if off_loopback(address) and str(address).strip() not in ("0.0.0.0", "::"):
+            allowed.append(_network(address, "the address the service dials"))
+    return list(dict.fromkeys(allowed))

@@ -1,0 +1,42 @@
+"""bench.rig.sandbox: the IPAddressAllow= entries of a unit."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.errors import ConfigError
+from bench.rig.sandbox import ip_address_allow, off_loopback
+
+
+@pytest.mark.parametrize(
+    ("address", "off"),
+    [("127.0.0.1", False), ("127.0.1.1", False), ("::1", False), ("localhost", False), ("0.0.0.0", True),
+     ("::", True), ("192.168.1.50", True), ("gpu-box", True)],
+)  # fmt: skip
+def test_off_loopback(address: str, off: bool) -> None:
+    assert off_loopback(address) is off
+
+
+def test_a_service_on_loopback_reaches_loopback_only() -> None:
+    assert ip_address_allow("127.0.0.1", ["192.168.1.0/24"]) == ["localhost"]
+
+
+def test_a_service_off_loopback_also_reaches_its_clients_normalised() -> None:
+    assert ip_address_allow("0.0.0.0", ["192.168.1.77/24", "fd00::/64", "192.168.1.0/24"]) == [
+        "localhost",
+        "192.168.1.0/24",
+        "fd00::/64",
+    ]
+
+
+def test_a_dialled_address_off_loopback_is_allowed_a_wildcard_or_loopback_adds_nothing() -> None:
+    assert ip_address_allow("127.0.0.1", [], ["192.168.1.50", "127.0.0.1", "0.0.0.0"]) == [
+        "localhost",
+        "192.168.1.50/32",
+    ]
+
+
+@pytest.mark.parametrize("cidrs", ["192.168.1.0/24", ["192.168.1.0/33"], None])
+def test_bad_client_networks_name_the_knob(cidrs: object) -> None:
+    with pytest.raises(ConfigError, match="llmrig_allowed_client_cidrs"):
+        ip_address_allow("0.0.0.0", cidrs)
