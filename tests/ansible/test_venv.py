@@ -82,6 +82,20 @@ def test_going_back_to_the_previous_pins_reuses_its_venv(tmp_path: Path) -> None
     assert _tree(tmp_path) == {"venv": f"-> {_name('1.0')}", _name("1.0"): "1.0", _name("2.0"): "2.0"}
 
 
+def test_other_pins_under_the_same_label_make_a_new_venv(tmp_path: Path) -> None:
+    """A pin that the including role's probe does not read (torch, the embedding package) still names
+    another venv: the symlink names a venv of other pins, so this run makes a new one."""
+    (tmp_path / "app").mkdir()
+    _run(tmp_path, "1.0", install=True)
+    PINS["1.0-other"] = ["app==1.0", "torch==2.14.0"]
+    try:
+        moved = _run(tmp_path, "1.0-other", install=False)
+    finally:
+        del PINS["1.0-other"]
+    assert "venv : switch | Point the path the units use at this run's venv" in moved.changed_tasks
+    assert (tmp_path / "app" / "venv").readlink().name.startswith("venv-1.0-other-")
+
+
 def test_the_real_venv_of_an_older_llmrig_is_moved_aside_on_the_next_upgrade(tmp_path: Path) -> None:
     legacy = tmp_path / "app" / "venv" / "bin"
     legacy.mkdir(parents=True)
@@ -108,4 +122,15 @@ def test_a_check_run_of_an_upgrade_changes_nothing_on_disk(tmp_path: Path) -> No
 def test_a_check_run_on_a_fresh_host_changes_nothing_on_disk(tmp_path: Path) -> None:
     dry = _run(tmp_path, "1.0", install=True, check=True)
     assert "venv : switch | Point the path the units use at this run's venv" not in dry.task_names
+    assert not (tmp_path / "app").exists()
+
+
+def test_its_argument_spec_refuses_a_bad_parameter(tmp_path: Path) -> None:
+    """venv_install_needed must be a boolean: Ansible's check of the role's entry point stops it first."""
+    extra = {"link": str(tmp_path / "app" / "venv"), "label": "1.0", "pins": PINS["1.0"], "install_needed": "perhaps"}
+    run = run_playbook(PLAYBOOK, extra, check=False, tmp_path=tmp_path)
+    assert run.returncode != 0
+    name, _, message = run.failed_tasks[0]
+    assert name.startswith("venv : Validating arguments against arg spec 'main'"), name
+    assert "venv_install_needed" in message
     assert not (tmp_path / "app").exists()
