@@ -26,8 +26,10 @@ def _name(label: str) -> str:
     return f"venv-{label}-{digest[:8]}"
 
 
-def _run(tmp_path: Path, label: str, *, install: bool, check: bool = False) -> PlaybookRun:
-    extra = {"link": str(tmp_path / "app" / "venv"), "label": label, "pins": PINS[label], "install_needed": install}
+def _run(tmp_path: Path, label: str, *, install: bool, check: bool = False, root: Path | None = None) -> PlaybookRun:
+    """One run; the install folder is ``root``/app (default: tmp_path/app)."""
+    link = (root or tmp_path) / "app" / "venv"
+    extra = {"link": str(link), "label": label, "pins": PINS[label], "install_needed": install}
     run = run_playbook(PLAYBOOK, extra, check=check, tmp_path=tmp_path)
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
     return run
@@ -69,6 +71,19 @@ def test_upgrades_keep_exactly_one_previous_venv(tmp_path: Path) -> None:
     assert "venv : Pause the watchdog before the upgrade (the including role's watchdog task resumes it)" not in (
         third.task_names
     )
+
+
+def test_an_install_folder_behind_a_symlink_is_idempotent_and_keeps_the_previous_venv(tmp_path: Path) -> None:
+    """The symlink is compared as written, not resolved: behind a symlinked /opt a rerun changes
+    nothing, and an upgrade still keeps the venv in use as the previous one."""
+    (tmp_path / "real" / "app").mkdir(parents=True)
+    (tmp_path / "opt").symlink_to(tmp_path / "real")
+    _run(tmp_path, "1.0", install=True, root=tmp_path / "opt")
+    again = _run(tmp_path, "1.0", install=False, root=tmp_path / "opt")
+    assert again.changed == 0, again.changed_tasks
+    _run(tmp_path, "2.0", install=True, root=tmp_path / "opt")
+    names = sorted(entry.name for entry in (tmp_path / "real" / "app").iterdir())
+    assert names == ["venv", _name("1.0"), _name("2.0")]
 
 
 def test_going_back_to_the_previous_pins_reuses_its_venv(tmp_path: Path) -> None:
