@@ -32,6 +32,7 @@ def test_there_are_roles() -> None:
         "preflight",
         "secrets",
         "systemd_unit",
+        "venv",
         "vllm",
         "watchdog",
     ]

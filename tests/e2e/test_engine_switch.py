@@ -406,19 +406,63 @@ def test_open_webui_answers_through_the_engine(box: Box) -> None:
     assert "huggingface.co" not in journal
 
 
+def _venvs(box: Box, install_dir: str) -> dict[str, str]:
+    """The install folder's venvs: each name to its symlink's target, or to the open-webui release it holds."""
+    listing = box.sh(f'cd {install_dir} && for e in venv*; do printf \'%s \' "$e"; readlink "$e" || echo; done')
+    found = {}
+    for line in listing.stdout.splitlines():
+        name, _, target = line.partition(" ")
+        found[name] = f"-> {Path(target).name}" if target.strip() else ""
+    read = "import importlib.metadata; print(importlib.metadata.version('open-webui'))"
+    for name in [name for name, target in found.items() if not target]:
+        found[name] = box.sh(f"{install_dir}/{name}/bin/python -c {shlex.quote(read)}").stdout.strip()
+    return found
+
+
+def _unit_jobs(box: Box, cursor: str, units: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The jobs systemd finished on ``units`` since ``cursor``, in order: (unit, job type)."""
+    lines = box.sh(f"journalctl --no-pager -o json _PID=1 --after-cursor={shlex.quote(cursor)}").stdout.splitlines()
+    entries = [json.loads(line) for line in lines if line.strip()]
+    return [
+        (entry["UNIT"], entry["JOB_TYPE"])
+        for entry in entries
+        if entry.get("UNIT") in units and entry.get("JOB_RESULT") == "done" and "JOB_TYPE" in entry
+    ]
+
+
 def test_open_webui_upgrade_keeps_the_chats(box: Box) -> None:
     """A chat made on the tier's first release is still there after the pin is raised, and the
-    run that raised it was the only one that changed anything."""
+    run that raised it was the only one that changed anything. The new release went into a new
+    venv beside the old one (roles/venv): the symlink the unit runs moved, the old venv is kept
+    whole, and Open WebUI's watchdog timer was stopped before the restart and runs again after."""
     token = _admin_token(box)
     status, chat = _webui(
         box, "POST", "/api/v1/chats/new", {"chat": {"title": "made before the upgrade", "messages": []}}, token
     )
     assert status == 200, chat
     assert _webui(box, "GET", "/api/version")[1]["version"] == OPEN_WEBUI_VERSIONS[0]
+    before = _venvs(box, "/opt/llmrig/open-webui")
+    assert len(before) == 2, before
+    old = before["venv"].removeprefix("-> ")
+    assert old.startswith(f"venv-{OPEN_WEBUI_VERSIONS[0]}-"), before
+    assert before[old] == OPEN_WEBUI_VERSIONS[0], before
+    shown = box.sh("journalctl --no-pager -n 1 -o cat --show-cursor").stdout.strip().splitlines()
+    cursor = shown[-1].removeprefix("-- cursor: ")
     box.set_host_vars({**box.host_vars(), "open_webui_version": OPEN_WEBUI_VERSIONS[1]})
     run = box.play("site.yml", "--tags", "webui", inference_engine="vllm")
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
     assert _webui(box, "GET", "/api/version")[1]["version"] == OPEN_WEBUI_VERSIONS[1]
+    after = _venvs(box, "/opt/llmrig/open-webui")
+    new = after["venv"].removeprefix("-> ")
+    assert new.startswith(f"venv-{OPEN_WEBUI_VERSIONS[1]}-"), after
+    assert after == {"venv": f"-> {new}", old: OPEN_WEBUI_VERSIONS[0], new: OPEN_WEBUI_VERSIONS[1]}
+    timer, service = "llmrig-watchdog-open-webui.timer", "open-webui.service"
+    jobs = _unit_jobs(box, cursor, (timer, service))
+    served = [index for index, (unit, _) in enumerate(jobs) if unit == service]
+    assert served, jobs
+    assert (timer, "stop") in jobs[: served[0]], jobs
+    assert (timer, "start") in jobs[served[-1] + 1 :], jobs
+    assert box.sh(f"systemctl is-active {timer}").stdout.strip() == "active"
     token = _admin_token(box)
     status, chats = _webui(box, "GET", "/api/v1/chats/", token=token)
     assert status == 200, chats

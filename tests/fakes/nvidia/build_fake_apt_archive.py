@@ -12,6 +12,9 @@ OUT/ubuntu/ stands in for Ubuntu's archive, OUT/cuda/ for NVIDIA's CUDA reposito
 OUT/cuda-keyring_1.1-1_all.deb for NVIDIA's keyring package: it installs a key file and a source
 list that points apt at OUT/cuda/, as the real one points it at NVIDIA's repository.
 The CUDA repository holds nvidia-open in branches 580 and 590, so only the role's pin keeps 590 out.
+OUT/updates/ is a later release of branch 580 of both sources' packages; no source list names it
+until the scenario's side effect adds one (the held packages must not move, then update.yml's step
+moves them).
 """
 
 from __future__ import annotations
@@ -115,6 +118,15 @@ def main(out: Path, kernel: str, smi: Path) -> None:
     build(cuda, "dkms", "3.0.11-1ubuntu13", {})
     build(cuda, f"linux-headers-{kernel}", "1.0-1", {})
     index(cuda)
+
+    updates = out / "updates"
+    updates.mkdir(parents=True, exist_ok=True)
+    newer = "580.105.08-0ubuntu0.24.04.1"
+    build(updates, "nvidia-headless-no-dkms-580-server-open", newer, persistenced)
+    build(updates, "nvidia-utils-580-server", newer, smi_file)
+    build(updates, "linux-modules-nvidia-580-server-open-generic", "6.8.0-90.92", loaded("580.105.08"))
+    build(updates, "nvidia-open", "580.105.08-1", {**smi_file, **persistenced, **loaded("580.105.08")})
+    index(updates)
 
     source = f"deb [trusted=yes] file:{cuda} ./\n"
     keyring = {
