@@ -162,6 +162,11 @@ BAD = [
     ("gpu", {"inference_engine": "llamacpp"}, "model"),
     ("gpu", {"nvidia_driver_branch": 570}, "nvidia_driver_branch"),
     ("cpu", {"nvidia_driver_branch": "latest"}, "nvidia_driver_branch"),
+    # Open WebUI's inputs (tests/unit/rig/rules/test_open_webui.py has the cases of each).
+    ("cpu", {"open_webui_url": "chat.example.org"}, "open_webui_url"),
+    ("cpu", {"open_webui_version": "latest"}, "open_webui_version"),
+    ("gpu", {"open_webui_admin_email": "admin"}, "open_webui_admin_email"),
+    ("cpu", {"open_webui_default_model_params": {"temperature": "hot"}}, "open_webui_default_model_params"),
 ]
 
 
@@ -271,6 +276,8 @@ def test_every_rule_is_exercised() -> None:
         "rule_extra_args": "vllm_extra_args",
         "rule_paths": "llmrig_config_dir",
         "rule_port_free": "vllm_port",
+        "rule_open_webui": "open_webui_url",
+        "rule_open_webui_port_free": "open_webui_port",
         "rule_pinned_revision": "vllm_model_revision",
         "rule_driver_branch": "nvidia_driver_branch",
         "rule_driver_gpu_count": "nvidia_driver_gpu_count",
