@@ -31,7 +31,7 @@ import pytest
 
 from bench.rig import DEPLOYMENT_VERSION
 from tests import browser
-from tests.box import Box, cpu_host_vars, remove, rig_environment, start
+from tests.box import Box, cpu_host_vars, published_webui_url, remove, rig_environment, start
 from tests.helpers import BIN, REPO, PlaybookRun
 from tests.result_files import load_result
 
@@ -102,7 +102,7 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         the_box = start(name, tmp, host="e2e", mounts={str(mirror): "/mirror"}, publish=(8000, 8080))
         # The browser reaches Open WebUI at its published port: that is the UI's public URL (the
         # one origin its CORS and Socket.IO server then accept).
-        webui_url = f"http://127.0.0.1:{the_box.host_port(8080)}"
+        webui_url = published_webui_url(the_box)
         mirror_url = f"http://127.0.0.1:{MIRROR_PORT}/v{{{{ ollama_version }}}}"
         the_box.set_host_vars(
             {
