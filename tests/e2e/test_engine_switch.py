@@ -675,7 +675,10 @@ def test_verify_fails_when_an_idle_engine_runs(box: Box) -> None:
         box.sh("systemctl stop llamacpp.service")
 
 
-def test_verify_fails_when_open_webui_is_stopped(box: Box) -> None:
+def test_verify_checks_open_webui(box: Box) -> None:
+    """verify.yml passes on the live box with Open WebUI's three checks (ready, the admin signs
+    in, the served model listed), and fails naming what failed once Open WebUI is stopped."""
+    _verify(box, "vllm")
     box.sh("systemctl stop open-webui.service")
     try:
         run = box.play("playbooks/verify.yml", inference_engine="vllm")
