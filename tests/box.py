@@ -250,6 +250,12 @@ def demo_host_vars(box: Box) -> dict[str, Any]:
     return {**cpu_host_vars(box), **engines}
 
 
+def published_webui_url(box: Box) -> str:
+    """Open WebUI's URL at its port published on the host's loopback: a browser on the host
+    reaches the UI there, so that is its open_webui_url (the one origin CORS then admits)."""
+    return f"http://127.0.0.1:{box.host_port(8080)}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.box", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["up", "ports"])
@@ -262,7 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reused = running(args.name) and (args.dir / "inventory" / "hosts.yml").exists()
         box = start(args.name, args.dir.resolve(), publish=args.publish, reuse=True)
         # A reused box keeps what its host_vars already say, and gains settings added since.
-        box.set_host_vars({**demo_host_vars(box), **(box.host_vars() if reused else {})})
+        webui = {"open_webui_url": published_webui_url(box)} if 8080 in args.publish else {}
+        box.set_host_vars({**demo_host_vars(box), **webui, **(box.host_vars() if reused else {})})
         print(json.dumps({"reused": reused, "inventory": str(box.inventory)}))
         return 0
     box = Box(args.name, args.dir / "inventory", args.dir / "artifacts", args.dir)

@@ -5,6 +5,9 @@ Facts read in the open-webui 0.12.4 wheel: with ``ENABLE_PERSISTENT_CONFIG=False
 comes from this environment at each start (none from the database), URLs in
 ``OPENAI_API_BASE_URLS`` are used as written (a trailing slash asks for ``//models``), lists are
 ``;``-separated, and ``DEFAULT_MODEL_PARAMS`` is JSON merged into every chat request.
+``CORS_ALLOW_ORIGIN`` (``*`` when unset) is also the list of origins its Socket.IO server accepts:
+a browser whose page came from an origin not listed gets its WebSocket refused, so the list holds
+every origin the box serves the UI at.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from urllib.parse import urlsplit
 
 from bench.errors import ConfigError
 from bench.rig.engines import Engine
-from bench.rig.values import FALSE_STRINGS, truthy
+from bench.rig.open_webui_inputs import params_problem, url_problem
+from bench.rig.values import FALSE_STRINGS, WILDCARD_HOSTS, truthy
 
 # Knob -> Open WebUI's variable for each background generation that sends extra requests to the
 # model (users report title generation alone slowing a first answer 2-3x on a few-slot engine).
@@ -46,6 +50,48 @@ class Secrets:
 
     secret_key: str
     admin_password: str
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What the host is called and the addresses it has (Ansible's network facts): the names and
+    addresses a browser may reach Open WebUI by when it listens on every interface."""
+
+    names: tuple[str, ...] = ()
+    addresses: tuple[str, ...] = ()
+
+
+def origin(url: str) -> str:
+    """The origin a browser sends for pages under ``url``: scheme, host and port (a default port
+    left out), lower case, no path."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    host = f"[{host}]" if ":" in host else host
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    port = "" if parts.port in (None, default) else f":{parts.port}"
+    return f"{parts.scheme}://{host}{port}"
+
+
+def own_origins(url: str, bind: str, port: int, host: Host) -> list[str]:
+    """Every origin Open WebUI is served at, for CORS_ALLOW_ORIGIN (never ``*``): the origin of
+    ``url`` when the public URL is set; otherwise http on ``port`` at the bind address, or, bound
+    to every interface, at loopback, the host's names and each address of the bind's family
+    (link-local IPv6 addresses left out: a browser's origin carries no zone)."""
+    if url:
+        return [origin(url)]
+    if bind in WILDCARD_HOSTS:
+        family = [a for a in host.addresses if bind == "::" or ":" not in a]
+        hosts = ["127.0.0.1", "localhost", *host.names, *(a for a in family if not a.lower().startswith("fe80:"))]
+    elif bind in ("127.0.0.1", "localhost", "::1"):
+        hosts = [bind, "localhost"]
+    else:
+        hosts = [bind, *host.names]
+    found: list[str] = []
+    for name in hosts:
+        entry = origin(f"http://{f'[{name}]' if ':' in name else name}:{port}")
+        if name and entry not in found:
+            found.append(entry)
+    return found
 
 
 def _set(value: Any) -> bool:
@@ -101,13 +147,15 @@ def service_env(
     embedding_model_dir: str,
     stop: Sequence[str] = (),
     native_tools: bool = True,
+    host: Host = Host(),
 ) -> dict[str, str]:
     """Every variable of Open WebUI's unit environment.
 
     ``knobs`` holds the open_webui_* knobs; ``embedding_model_dir`` is the shipped embedding
     model's directory ('' when ``open_webui_local_embeddings`` is off: retrieval is bypassed and
     attached documents go into the prompt whole); ``stop`` is the preset's stop strings, and
-    ``native_tools`` whether the served model has a tool-call format (see :func:`default_model_params`).
+    ``native_tools`` whether the served model has a tool-call format (see :func:`default_model_params`),
+    and ``host`` the names and addresses the UI is reached by (see :func:`own_origins`).
     """
     base_url = connection.base_url.rstrip("/")
     if not urlsplit(base_url).netloc:
@@ -119,8 +167,11 @@ def service_env(
     if local_embeddings and not embedding_model_dir:
         raise ConfigError("open_webui_local_embeddings: true, but the embedding model's directory is unknown")
     params = knobs["open_webui_default_model_params"]
-    if not isinstance(params, Mapping):
-        raise ConfigError(f"open_webui_default_model_params: a mapping is needed, got {params!r}")
+    if problem := params_problem(params):
+        raise ConfigError(f"open_webui_default_model_params: {problem}")
+    url = str(knobs["open_webui_url"]).rstrip("/")
+    if problem := url_problem(url):
+        raise ConfigError(f"open_webui_url: {url!r} {problem}")
     offline = truthy(knobs["open_webui_offline_mode"])
     env = {
         # Ansible owns the connection: nothing is read back from the database.
@@ -159,10 +210,8 @@ def service_env(
     }
     for knob, variables in TASK_KNOBS.items():
         env.update(dict.fromkeys(variables, _flag(knobs[knob])))
-    url = str(knobs["open_webui_url"]).rstrip("/")
     if url:
-        if urlsplit(url).scheme not in ("http", "https"):
-            raise ConfigError(f"open_webui_url: {url!r} is not an http(s) URL")
         env["WEBUI_URL"] = url
-        env["CORS_ALLOW_ORIGIN"] = url
+    port = int(str(knobs["open_webui_port"]))
+    env["CORS_ALLOW_ORIGIN"] = ";".join(own_origins(url, str(knobs["open_webui_host"]), port, host))
     return env

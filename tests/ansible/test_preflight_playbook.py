@@ -32,6 +32,18 @@ GOOD = [
         {"vllm_host": "0.0.0.0", "llmrig_firewall_enabled": False, "llmrig_allow_unfiltered": True},
         "vllm on cuda, preset qwen3.8-27b-w4a16",
     ),
+    # Open WebUI off: nothing listens on open_webui_port, so an engine may have it.
+    ("gpu", {"vllm_port": 8080, "open_webui_enabled": False}, "vllm on cuda, preset qwen3.8-27b-w4a16"),
+    (
+        "cpu",
+        {"inference_engine": "llamacpp", "llamacpp_port": 8080, "open_webui_enabled": False},
+        "llamacpp on cpu, preset gemma3-270m",
+    ),
+    (
+        "gpu",
+        {"inference_engine": "ollama", "ollama_port": 8080, "open_webui_enabled": False},
+        "ollama on cuda, preset qwen3.8-27b-w4a16",
+    ),
 ]
 
 

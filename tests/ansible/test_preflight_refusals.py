@@ -266,6 +266,27 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         "ollama_host",
     ),
     ("fp8-on-ampere", "gpu-cc86", "group", {}, "vllm_kv_cache_dtype"),
+    # Open WebUI's inputs, and its port held by another process.
+    ("webui-url-no-scheme", "cpu", "extra", {"open_webui_url": "chat.example.org"}, "open_webui_url"),
+    ("webui-url-malformed", "cpu", "group", {"open_webui_url": "http://chat example.org"}, "open_webui_url"),
+    ("webui-version-latest", "cpu", "host", {"open_webui_version": "latest"}, "open_webui_version"),
+    ("webui-version-range", "cpu", "extra", {"open_webui_version": ">=0.12"}, "open_webui_version"),
+    ("webui-email-no-domain", "cpu", "group", {"open_webui_admin_email": "admin"}, "open_webui_admin_email"),
+    (
+        "webui-params-string",
+        "cpu",
+        "host",
+        {"open_webui_default_model_params": "temperature=0.2"},
+        "open_webui_default_model_params",
+    ),
+    (
+        "webui-sampling-type",
+        "cpu",
+        "extra",
+        {"open_webui_default_model_params": {"temperature": "hot"}},
+        "open_webui_default_model_params",
+    ),
+    ("webui-port-taken", "cpu", "extra", {"open_webui_port": 18080, "hold": 18080}, "open_webui_port"),
     (
         "malformed-preset",
         "cpu",

@@ -21,6 +21,8 @@ import re
 import shlex
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ import pytest
 
 from bench.rig import DEPLOYMENT_VERSION
 from tests import browser
-from tests.box import Box, cpu_host_vars, remove, rig_environment, start
+from tests.box import Box, cpu_host_vars, published_webui_url, remove, rig_environment, start
 from tests.helpers import BIN, REPO, PlaybookRun
 from tests.result_files import load_result
 
@@ -55,6 +57,8 @@ SECRETS = {
 }
 # The key test_rotating_the_api_key moves to for one run; it must stay hidden as well.
 ROTATED_API_KEY = "e2eRotatedKey3Hs8Pd5Mv1Qa6Lx"
+# The admin password test_rotating_the_open_webui_admin_password moves to for one run; hidden too.
+ROTATED_ADMIN_PASSWORD = "e2eRotatedAdmin5Wb9Kt2Xj7Fs"
 # Every process's command line, sampled inside the container from the start of the module.
 PS_SAMPLER = """
 import glob, time
@@ -96,6 +100,9 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         # The engine's and Open WebUI's ports are published on the host's loopback: bench and the
         # browser reach them from outside the box, as they would on the LAN.
         the_box = start(name, tmp, host="e2e", mounts={str(mirror): "/mirror"}, publish=(8000, 8080))
+        # The browser reaches Open WebUI at its published port: that is the UI's public URL (the
+        # one origin its CORS and Socket.IO server then accept).
+        webui_url = published_webui_url(the_box)
         mirror_url = f"http://127.0.0.1:{MIRROR_PORT}/v{{{{ ollama_version }}}}"
         the_box.set_host_vars(
             {
@@ -109,6 +116,7 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                 "watchdog_restart_window_s": 600,
                 "watchdog_check_timeout_s": 5,
                 "open_webui_version": OPEN_WEBUI_VERSIONS[0],
+                "open_webui_url": webui_url,
                 **SECRETS,
             }
         )
@@ -183,6 +191,12 @@ def _verify(box: Box, engine: str, *flags: str) -> None:
     run = box.play("playbooks/verify.yml", *flags, inference_engine=engine)
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
     assert run.changed == 0, run.changed_tasks
+    # Open WebUI's checks ran too: ready, the admin signed in, the engine's model listed.
+    signed_in = (
+        "open_webui : verify | The admin signs in with open_webui_admin_password, and Open WebUI lists the served model"
+    )
+    assert signed_in in run.task_names
+    assert f"{ADMIN_EMAIL} signs in; Open WebUI lists ['{SERVED[engine]}']" in run.output
 
 
 def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
@@ -335,10 +349,12 @@ def _webui(box: Box, method: str, path: str, body: Any = None, token: str = "") 
     return int(answer["status"]), answer["body"]
 
 
+def _sign_in(box: Box, password: str) -> tuple[int, Any]:
+    return _webui(box, "POST", "/api/v1/auths/signin", {"email": ADMIN_EMAIL, "password": password})
+
+
 def _admin_token(box: Box) -> str:
-    status, body = _webui(
-        box, "POST", "/api/v1/auths/signin", {"email": ADMIN_EMAIL, "password": SECRETS["open_webui_admin_password"]}
-    )
+    status, body = _sign_in(box, SECRETS["open_webui_admin_password"])
     assert status == 200, body
     token: str = body["token"]
     return token
@@ -470,6 +486,52 @@ def test_open_webui_upgrade_keeps_the_chats(box: Box) -> None:
     again = box.play("site.yml", "--tags", "webui", inference_engine="vllm")
     assert again.returncode == 0, again.failed_tasks or again.output[-3000:]
     assert again.changed == 0, again.changed_tasks
+
+
+def test_rotating_the_open_webui_admin_password(box: Box) -> None:
+    """One variable, one run: a new open_webui_admin_password reaches the admin account (Open
+    WebUI created it from the first password and never reads the variable again), the old one is
+    refused, and the next run without it puts the tier's password back the same way."""
+    webui = ("site.yml", "--tags", "webui")
+    run = box.play(*webui, inference_engine="vllm", open_webui_admin_password=ROTATED_ADMIN_PASSWORD)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert _sign_in(box, ROTATED_ADMIN_PASSWORD)[0] == 200
+    assert _sign_in(box, SECRETS["open_webui_admin_password"])[0] == 400
+    # The password the account has is kept 0600 root: the next rotation signs in with it.
+    assert box.sh("stat -c '%a %U' /etc/llmrig/open_webui_admin_password.applied").stdout.split() == ["600", "root"]
+    back = box.play(*webui, inference_engine="vllm")
+    assert back.returncode == 0, back.failed_tasks or back.output[-3000:]
+    assert _sign_in(box, ROTATED_ADMIN_PASSWORD)[0] == 400
+    assert _admin_token(box)
+    again = box.play(*webui, inference_engine="vllm")
+    assert again.returncode == 0, again.failed_tasks or again.output[-3000:]
+    assert again.changed == 0, again.changed_tasks
+
+
+def _cors(box: Box, path: str, origin: str, method: str = "GET") -> int:
+    """The status Open WebUI answers, at its published port, to a request from ``origin`` (a
+    browser's CORS preflight for OPTIONS)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{box.host_port(8080)}{path}", method=method)
+    request.add_header("Origin", origin)
+    if method == "OPTIONS":
+        request.add_header("Access-Control-Request-Method", "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_open_webui_admits_its_own_origin_only(box: Box) -> None:
+    """CORS (and the Socket.IO server that streams chats to the browser) accept the UI's own
+    origin, open_webui_url here, and refuse any other: never '*'."""
+    own = box.host_vars()["open_webui_url"]
+    socket_io = "/ws/socket.io/?EIO=4&transport=polling"
+    assert _cors(box, "/api/config", own, "OPTIONS") == 200
+    assert _cors(box, socket_io, own) == 200
+    assert _cors(box, "/api/config", "http://evil.example", "OPTIONS") == 400
+    assert _cors(box, socket_io, "http://evil.example") == 400
+    assert _webui_env(box)["CORS_ALLOW_ORIGIN"] == own  # only this value: a failure prints no secret
 
 
 def test_the_hub_client_reads_the_token_file(box: Box) -> None:
@@ -711,6 +773,20 @@ def test_verify_fails_when_an_idle_engine_runs(box: Box) -> None:
         box.sh("systemctl stop llamacpp.service")
 
 
+def test_verify_checks_open_webui(box: Box) -> None:
+    """verify.yml passes on the live box with Open WebUI's three checks (ready, the admin signs
+    in, the served model listed), and fails naming what failed once Open WebUI is stopped."""
+    _verify(box, "vllm")
+    box.sh("systemctl stop open-webui.service")
+    try:
+        run = box.play("playbooks/verify.yml", inference_engine="vllm")
+        assert run.returncode != 0
+        messages = " ".join(message for _, _, message in run.failed_tasks)
+        assert "Open WebUI is not ready: GET http://127.0.0.1:8080/ready answered" in messages, run.failed_tasks
+    finally:
+        box.sh("systemctl start open-webui.service")
+
+
 def test_no_secret_leaks(box: Box) -> None:
     """None of the known secrets appears in any playbook output (-vvv runs included, each of
     which passes the firewall and secrets roles), the container's journal, any process command
@@ -720,9 +796,11 @@ def test_no_secret_leaks(box: Box) -> None:
     webui = ("open_webui_secret_key", "open_webui_admin_password")
     # llamacpp.env exists once llama.cpp has been the engine (not under `-k` selections without it).
     assert {"/etc/llmrig/api_key", "/etc/llmrig/hf_token", "/etc/llmrig/vllm.env"} <= set(private)
-    assert {f"/etc/llmrig/{name}" for name in (*webui, "open-webui.env")} <= set(private)
+    applied = "open_webui_admin_password.applied"  # the password the admin account has
+    assert {f"/etc/llmrig/{name}" for name in (*webui, "open-webui.env", applied)} <= set(private)
     assert set(private) <= {
-        f"/etc/llmrig/{name}" for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", *webui)
+        f"/etc/llmrig/{name}"
+        for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", applied, *webui)
     }
     # pip's configuration (its index URLs may carry credentials) is root's alone where vLLM and Open WebUI install.
     pip_confs = " ".join(
@@ -746,7 +824,11 @@ def test_no_secret_leaks(box: Box) -> None:
     # Each leak names the knob, the place and the first line that holds it (the secret masked).
     leaks = [
         (knob, place, next(line for line in text.splitlines() if value in line).replace(value, "<" + knob + ">")[:300])
-        for knob, value in {**SECRETS, "llmrig_api_key (rotated)": ROTATED_API_KEY}.items()
+        for knob, value in {
+            **SECRETS,
+            "llmrig_api_key (rotated)": ROTATED_API_KEY,
+            "open_webui_admin_password (rotated)": ROTATED_ADMIN_PASSWORD,
+        }.items()
         for place, text in places.items()
         if value in text
     ]

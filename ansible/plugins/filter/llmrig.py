@@ -169,12 +169,16 @@ def llmrig_open_webui_env(
     secrets: dict[str, str],
     dirs: dict[str, str],
     model: dict[str, Any],
+    *,
+    host: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Open WebUI's unit environment (see bench.rig.open_webui.service_env). ``engine`` holds the
     engine's local_base_url (its OpenAI base URL on this host, as deployment.json records it),
     api_key and served_model_name; ``secrets`` secret_key and admin_password; ``dirs`` data,
     static and embedding_model; ``model`` stop (the preset's stop strings) and native_tools
-    (whether the running engine accepts OpenAI ``tools``: llmrig_native_tools)."""
+    (whether the running engine accepts OpenAI ``tools``: llmrig_native_tools); ``host`` names
+    and addresses (the host's names and IP addresses, for CORS_ALLOW_ORIGIN)."""
+    where = host or {}
     connection = open_webui.Connection(
         base_url=str(engine["local_base_url"]),
         api_key=str(engine["api_key"]),
@@ -189,6 +193,10 @@ def llmrig_open_webui_env(
         embedding_model_dir=str(dirs["embedding_model"]),
         stop=[str(item) for item in model["stop"]],
         native_tools=values.truthy(model["native_tools"]),
+        host=open_webui.Host(
+            names=tuple(str(name) for name in where.get("names") or () if name),
+            addresses=tuple(str(address) for address in where.get("addresses") or () if address),
+        ),
     )
 
 

@@ -12,9 +12,10 @@ and module options),
 :mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall),
 :mod:`~bench.rig.rules.secrets` (each secret knob's length and alphabet),
 :mod:`~bench.rig.rules.sources` (pinned versions, index and download URLs),
-:mod:`~bench.rig.rules.combinations` (knobs that only make sense together) and
+:mod:`~bench.rig.rules.combinations` (knobs that only make sense together),
 :mod:`~bench.rig.rules.resources` (the paths and the port on the host),
-:mod:`~bench.rig.rules.addresses` (the bind addresses on the host), all reading their inputs
+:mod:`~bench.rig.rules.addresses` (the bind addresses on the host),
+:mod:`~bench.rig.rules.open_webui` (Open WebUI's knobs and port), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
 
@@ -51,6 +52,7 @@ from bench.rig.rules.host import (
 )
 from bench.rig.rules.knobs import Rule, gpus
 from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports
+from bench.rig.rules.open_webui import rule_open_webui, rule_open_webui_port_free
 from bench.rig.rules.resources import rule_paths, rule_port_free
 from bench.rig.rules.secrets import rule_secrets
 from bench.rig.rules.sources import rule_pinned_versions, rule_sources
@@ -72,6 +74,8 @@ RULES: tuple[Rule, ...] = (
     rule_ports,
     rule_port_free,
     rule_bind_addresses,
+    rule_open_webui,
+    rule_open_webui_port_free,
     rule_kv_cache_dtype,
     rule_device_flags,
     rule_cpu_memory,

@@ -19,12 +19,15 @@ ENGINE_PORT_KNOBS = frozenset(engine.port_knob for engine in ENGINES)
 
 
 def rule_ports(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """Every service that runs beside another has its own port. The engines may share one: the
+    """Every service that runs beside another has its own port (Open WebUI's only while
+    open_webui_enabled: off, nothing listens there). The engines may share one: the
     engine role stops every other engine before it starts the chosen one, so one published port
     reaches whichever engine serves (the demo box does that)."""
     problems: list[Problem] = []
     owners: dict[int, str] = {}
     for knob in PORT_KNOBS:
+        if knob == "open_webui_port" and not as_bool(knobs, "open_webui_enabled"):
+            continue  # nothing listens there
         port = as_int(knobs, knob)
         if port is None or not 1 <= port <= 65535:
             problems += err(knob, f"must be a TCP port (1-65535), got {knobs.get(knob)!r}")

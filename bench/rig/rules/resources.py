@@ -72,14 +72,9 @@ def _overlaps(bind: str, listening: str) -> bool:
     return bind in WILDCARDS or listening in WILDCARDS or bind == listening
 
 
-def rule_port_free(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """The active engine's port is free on its address, or held by an llmrig engine unit (the
-    engine role stops the others before it starts this one, and restarts itself)."""
-    engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
-    if engine is None:
-        return []
-    port, bind = as_int(knobs, engine.port_knob), as_str(knobs, engine.host_knob)
-    ours = {spec.unit for spec in ENGINES}
+def port_holder(host: Host, port: int | None, bind: str, ours: frozenset[str] | set[str]) -> str:
+    """Who holds ``port`` on ``bind`` among the host's listeners, other than the units ``ours``
+    ('' when nobody does): the process, its pid and unit, or that preflight cannot see it."""
     for listener in host.get("listeners") or []:
         if listener.get("port") != port or not _overlaps(bind, str(listener.get("address", ""))):
             continue
@@ -91,8 +86,16 @@ def rule_port_free(knobs: Knobs, host: Host, device: str, preset: Preset) -> lis
             if listener.get("pid")
             else "a process preflight cannot see (run it as root)"
         )
-        return err(
-            engine.port_knob,
-            f"{port} is already taken on {listener.get('address')} by {holder}; stop it or choose a free port",
-        )
-    return []
+        return f"{port} is already taken on {listener.get('address')} by {holder}; stop it or choose a free port"
+    return ""
+
+
+def rule_port_free(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
+    """The active engine's port is free on its address, or held by an llmrig engine unit (the
+    engine role stops the others before it starts this one, and restarts itself)."""
+    engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
+    if engine is None:
+        return []
+    port, bind = as_int(knobs, engine.port_knob), as_str(knobs, engine.host_knob)
+    holder = port_holder(host, port, bind, {spec.unit for spec in ENGINES})
+    return err(engine.port_knob, holder) if holder else []

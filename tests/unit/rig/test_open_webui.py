@@ -10,11 +10,16 @@ import pytest
 
 from bench.errors import ConfigError
 from bench.rig import ENGINES_BY_NAME
-from bench.rig.open_webui import Connection, Secrets, default_model_params, native_tools, service_env
+from bench.rig.open_webui import Connection, Host, Secrets, default_model_params, native_tools, own_origins, service_env
 from bench.rig.vllm_flags import env_file
 from tests.helpers import REPO, group_vars, load_file_module
 
-KNOBS = {name: value for name, value in group_vars()["open_webui"].items() if name.startswith("open_webui_")}
+KNOBS = {
+    name: value
+    for document in ("open_webui", "endpoint")
+    for name, value in group_vars()[document].items()
+    if name.startswith("open_webui_")
+}
 ENGINE = Connection(base_url="http://127.0.0.1:8000/v1", api_key="engine-key", served_model_name="qwen3.8-27b")
 SECRETS = Secrets(secret_key="session-secret", admin_password="admin-password")
 DIRS: dict[str, Any] = {"data_dir": "/var/lib/open-webui", "static_dir": "/var/cache/open-webui/static"}
@@ -42,7 +47,8 @@ def test_the_defaults_point_at_the_engine_and_own_every_setting() -> None:
     assert env["ENABLE_VERSION_UPDATE_CHECK"] == env["ENABLE_COMMUNITY_SHARING"] == "False"
     assert (env["RAG_EMBEDDING_MODEL"], env["BYPASS_EMBEDDING_AND_RETRIEVAL"]) == (MODEL_DIR, "False")
     assert "WEBUI_URL" not in env
-    assert "CORS_ALLOW_ORIGIN" not in env
+    # Never '*': without a public URL, the origins of loopback (the box knows no other here).
+    assert env["CORS_ALLOW_ORIGIN"] == "http://127.0.0.1:8080;http://localhost:8080"
 
 
 def test_every_background_generation_is_off_by_default_and_each_knob_turns_its_own_on() -> None:
@@ -68,7 +74,10 @@ def test_a_trailing_slash_is_never_handed_over() -> None:
         ({}, Connection("http://h:1/v1", "a;b", "m"), "OPENAI_API_KEYS"),
         ({}, Connection("/v1", "k", "m"), "has no host"),
         ({"open_webui_url": "chat.example.org"}, ENGINE, "open_webui_url"),
+        ({"open_webui_url": "http://chat example.org"}, ENGINE, "open_webui_url"),
         ({"open_webui_default_model_params": ["stop"]}, ENGINE, "open_webui_default_model_params"),
+        ({"open_webui_default_model_params": "temperature=0.2"}, ENGINE, "open_webui_default_model_params"),
+        ({"open_webui_default_model_params": {"temperature": "hot"}}, ENGINE, "temperature must be a number"),
     ],
 )
 def test_bad_input_is_refused_naming_what_to_fix(knobs: dict[str, Any], connection: Connection, message: str) -> None:
@@ -145,3 +154,56 @@ def test_whether_the_engine_takes_tools_follows_its_tool_knobs_or_the_preset(
 ) -> None:
     """vLLM (tool knobs in its row): every one set, a rendered "False" is not; the others: the preset's parser."""
     assert native_tools(ENGINES_BY_NAME[engine], knobs, preset_parser) is takes_tools
+
+
+BOX = Host(names=("gpu-box", "gpu-box.lan"), addresses=("192.168.1.50", "10.88.0.2", "fd00::5", "fe80::1"))
+
+
+@pytest.mark.parametrize(
+    ("url", "bind", "port", "origins"),
+    [
+        # The public URL alone, as a browser sends its origin: no path, a default port left out.
+        ("https://chat.example.org/", "0.0.0.0", 8080, ["https://chat.example.org"]),
+        ("https://Chat.Example.org:443/ui", "0.0.0.0", 8080, ["https://chat.example.org"]),
+        ("http://127.0.0.1:38211", "0.0.0.0", 8080, ["http://127.0.0.1:38211"]),
+        ("http://[fd00::5]:8080", "0.0.0.0", 8080, ["http://[fd00::5]:8080"]),
+        # Every interface (IPv4): loopback, the host's names and IPv4 addresses.
+        (
+            "",
+            "0.0.0.0",
+            8080,
+            [
+                "http://127.0.0.1:8080",
+                "http://localhost:8080",
+                "http://gpu-box:8080",
+                "http://gpu-box.lan:8080",
+                "http://192.168.1.50:8080",
+                "http://10.88.0.2:8080",
+            ],
+        ),
+        # Every interface of both families, on port 80 (which an origin leaves out); no link-local.
+        (
+            "",
+            "::",
+            80,
+            [
+                "http://127.0.0.1",
+                "http://localhost",
+                "http://gpu-box",
+                "http://gpu-box.lan",
+                "http://192.168.1.50",
+                "http://10.88.0.2",
+                "http://[fd00::5]",
+            ],
+        ),
+        ("", "192.168.1.50", 3000, ["http://192.168.1.50:3000", "http://gpu-box:3000", "http://gpu-box.lan:3000"]),
+        ("", "127.0.0.1", 8080, ["http://127.0.0.1:8080", "http://localhost:8080"]),
+    ],
+)
+def test_cors_admits_the_origins_the_ui_is_served_at_and_never_every_origin(
+    url: str, bind: str, port: int, origins: list[str]
+) -> None:
+    """CORS_ALLOW_ORIGIN is also the Socket.IO server's list: every origin the box serves the UI at."""
+    assert own_origins(url.rstrip("/"), bind, port, BOX) == origins
+    knobs = {"open_webui_url": url, "open_webui_host": bind, "open_webui_port": str(port)}
+    assert _env(knobs, host=BOX)["CORS_ALLOW_ORIGIN"] == ";".join(origins)

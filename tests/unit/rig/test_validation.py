@@ -184,6 +184,11 @@ BAD = [
     # Combinations.
     ("gpu", {"vllm_extra_env": {"CUDA_VISIBLE_DEVICES": "0"}}, "vllm_extra_env"),
     ("cpu", {"watchdog_check_timeout_s": 60, "watchdog_interval_s": 30}, "watchdog_check_timeout_s"),
+    # Open WebUI's inputs (tests/unit/rig/rules/test_open_webui.py has the cases of each).
+    ("cpu", {"open_webui_url": "chat.example.org"}, "open_webui_url"),
+    ("cpu", {"open_webui_version": "latest"}, "open_webui_version"),
+    ("gpu", {"open_webui_admin_email": "admin"}, "open_webui_admin_email"),
+    ("cpu", {"open_webui_default_model_params": {"temperature": "hot"}}, "open_webui_default_model_params"),
 ]
 
 
@@ -296,6 +301,8 @@ def test_every_rule_is_exercised() -> None:
         "rule_paths": "llmrig_config_dir",
         "rule_port_free": "vllm_port",
         "rule_bind_addresses": "vllm_host",
+        "rule_open_webui": "open_webui_url",
+        "rule_open_webui_port_free": "open_webui_port",
         "rule_pinned_revision": "vllm_model_revision",
         "rule_driver_branch": "nvidia_driver_branch",
         "rule_driver_gpu_count": "nvidia_driver_gpu_count",

@@ -41,3 +41,10 @@ def test_an_engine_on_open_webuis_port_is_refused() -> None:
     ]
     shared = {engine.port_knob: 8080 for engine in ENGINES}
     assert [variable for variable, _ in _ports(**shared)] == ["open_webui_port"]
+
+
+def test_an_engine_on_open_webuis_port_passes_while_open_webui_is_off() -> None:
+    """With open_webui_enabled false nothing listens on open_webui_port: each engine may have it."""
+    for engine in ENGINES:
+        assert _ports(**{engine.port_knob: 8080, "open_webui_enabled": False}) == []
+    assert _ports(**{engine.port_knob: 8080 for engine in ENGINES}, open_webui_enabled="false") == []
