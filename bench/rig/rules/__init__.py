@@ -8,7 +8,8 @@ what a single variable's type cannot say.
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
 :mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan),
 :mod:`~bench.rig.rules.driver` (the NVIDIA driver's branch floor and GPU count),
-:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall, secrets) and
+:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall, secrets),
+:mod:`~bench.rig.rules.firewall` (the SSH networks against this run's session) and
 :mod:`~bench.rig.rules.resources` (the paths and the port on the host), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
@@ -26,6 +27,7 @@ from bench.rig.rules.engine import (
     rule_pinned_revision,
     rule_quantization,
 )
+from bench.rig.rules.firewall import rule_firewall_plan, rule_ssh_session
 from bench.rig.rules.host import (
     disk_problem,
     rule_cpu_memory,
@@ -60,7 +62,9 @@ RULES: tuple[Rule, ...] = (
     rule_cpu_memory,
     rule_network,
     rule_firewall,
+    rule_ssh_session,
     rule_exposure,
+    rule_firewall_plan,
     rule_extra_args,
     rule_secrets,
     rule_pinned_revision,
