@@ -28,11 +28,13 @@ GROUP_VARS = REPO / "group_vars" / "all"
 # on a veth pair that exists only inside it) and no listener: what preflight sees of the host's
 # TCP ports and networks is then the test's, not whatever else this machine runs. The playbook
 # tests run in one by default (it needs root, as they do).
+# /sys is mounted again inside, so that its interfaces (which Ansible's network facts list) are
+# the namespace's own.
 OWN_NETWORK_SETUP = (
-    "ip link set lo up && ip link add llmrig0 type veth peer name llmrig1"
+    "mount -t sysfs sysfs /sys && ip link set lo up && ip link add llmrig0 type veth peer name llmrig1"
     " && ip addr add 192.0.2.1/24 dev llmrig0 && ip link set llmrig1 up && ip link set llmrig0 up"
 )
-OWN_NETWORK = ("unshare", "--net", "--", "sh", "-c", f'{OWN_NETWORK_SETUP} && exec "$@"', "own-network")
+OWN_NETWORK = ("unshare", "--net", "--mount", "--", "sh", "-c", f'{OWN_NETWORK_SETUP} && exec "$@"', "own-network")
 # A local run (ansible_connection: local) reads SSH_CONNECTION from the controller's environment:
 # the playbook tests run as an operator logged in over SSH from that LAN would, whatever the
 # environment of the test itself holds (set it to '' for a run at the console).
