@@ -234,8 +234,12 @@ def cpu_host_vars(box: Box) -> dict[str, Any]:
         "engine_health_timeout_s": 900,
         "vllm_limit_nofile": 16384,
         # vLLM on every interface of the box, so that its published port reaches it from the host
-        # (the firewall admits the podman bridge, 10.88.0.0/16, as one of the default client networks).
+        # (the firewall admits the podman bridge, 10.88.0.0/16: the network of the box's eth0, so
+        # one of the default client networks, "connected").
         "vllm_host": "0.0.0.0",
+        # Ansible reaches the box through sshd in inetd mode (no TCP session to read the address
+        # from), so the networks SSH may come from are named: the podman bridge.
+        "llmrig_ssh_allowed_cidrs": ["10.88.0.0/16"],
         # The tiny base model answers readably at temperature 0 (with the preset's newline stop).
         "open_webui_default_model_params": {"temperature": 0},
     }

@@ -24,10 +24,21 @@ BIN = Path(sys.executable).parent
 FAKES = REPO / "tests" / "fakes"
 GROUP_VARS = REPO / "group_vars" / "all"
 
-# A network namespace of its own, with only loopback (brought up) and no listener: what preflight
-# sees of the host's TCP ports is then the test's, not whatever else this machine runs. The
-# playbook tests run in one by default (it needs root, as they do).
-OWN_NETWORK = ("unshare", "--net", "--", "sh", "-c", 'ip link set lo up && exec "$@"', "own-network")
+# A network namespace of its own, with loopback (brought up), one LAN (TEST-NET-1, 192.0.2.0/24,
+# on a veth pair that exists only inside it) and no listener: what preflight sees of the host's
+# TCP ports and networks is then the test's, not whatever else this machine runs. The playbook
+# tests run in one by default (it needs root, as they do).
+# /sys is mounted again inside, so that its interfaces (which Ansible's network facts list) are
+# the namespace's own.
+OWN_NETWORK_SETUP = (
+    "mount -t sysfs sysfs /sys && ip link set lo up && ip link add llmrig0 type veth peer name llmrig1"
+    " && ip addr add 192.0.2.1/24 dev llmrig0 && ip link set llmrig1 up && ip link set llmrig0 up"
+)
+OWN_NETWORK = ("unshare", "--net", "--mount", "--", "sh", "-c", f'{OWN_NETWORK_SETUP} && exec "$@"', "own-network")
+# A local run (ansible_connection: local) reads SSH_CONNECTION from the controller's environment:
+# the playbook tests run as an operator logged in over SSH from that LAN would, whatever the
+# environment of the test itself holds (set it to '' for a run at the console).
+SSH_SESSION = {"SSH_CONNECTION": "192.0.2.10 50022 192.0.2.1 22"}
 
 # Host kinds the playbook tests run against: this machine (no GPU), and this machine with a
 # protocol fake of nvidia-smi (or of lspci, before the driver) in front of PATH.
@@ -86,7 +97,7 @@ def run_playbook(
         vars_file = tmp_path / "extra_vars.json"
         vars_file.write_text(json.dumps(extra_vars), encoding="utf-8")
         command += ["-e", f"@{vars_file}"]
-    environment = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", **(env or {}))
+    environment = {**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", **SSH_SESSION, **(env or {})}
     fakes = [str(folder) for folder in HOSTS[host]]
     environment["PATH"] = os.pathsep.join([*fakes, str(BIN), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])
     done = subprocess.run(

@@ -4,14 +4,18 @@ Every rule llmrig adds allows TCP to one port from one source network and carrie
 that starts with ``llmrig`` (:data:`COMMENT`); the role never touches a rule without it. The
 rules (:func:`firewall_rules`):
 
-- SSH, on the port Ansible is connected through (the server port of the ``SSH_CONNECTION`` the
-  task runs under, else ``ansible_port``, else 22), from ``llmrig_ssh_allowed_cidrs``, or when
-  that is empty from ``llmrig_allowed_client_cidrs`` plus the controller's own address (the
-  client address of ``SSH_CONNECTION``), so the operator is never locked out;
+- SSH, on the port this run's session reached sshd on (the server port of ``SSH_CONNECTION`` as
+  the login user sees it, else ``ansible_port``, else 22), from ``llmrig_ssh_allowed_cidrs``, or
+  when that is empty from ``llmrig_allowed_client_cidrs`` plus the session's own address, so the
+  operator is never locked out; a list that misses the session, or no session and no list, is
+  refused (preflight refuses both first: :mod:`bench.rig.rules.firewall`);
 - the active engine (``inference_engine``) on its own port, when its bind address is off
   loopback, from ``llmrig_allowed_client_cidrs``;
 - Open WebUI on ``open_webui_port``, when ``open_webui_enabled`` and its bind address is off
   loopback, from the same networks.
+
+Either list may hold the word ``connected``: the networks the box's interfaces are on
+(:mod:`bench.rig.networks`); IPv4 and IPv6 networks and sessions alike.
 
 :func:`stale_rules` reads ``ufw show added`` and returns the llmrig rules no longer wanted (a
 changed port, a network taken off the list, an engine switched away from); :func:`missing_rules`
@@ -29,10 +33,13 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.rig.engines import ENGINES_BY_NAME
+from bench.rig.networks import Session, contains, resolve, session
 from bench.rig.values import truthy
 
 COMMENT = "llmrig"
 SSH_DEFAULT_PORT = 22
+CLIENTS = "llmrig_allowed_client_cidrs"
+SSH = "llmrig_ssh_allowed_cidrs"
 # One llmrig rule as `ufw show added` prints it (ufw 0.36, Ubuntu 24.04 and Debian 12).
 ADDED = re.compile(
     r"^ufw allow from (?P<src>\S+) to any port (?P<port>\d+) proto tcp comment '(?P<comment>llmrig[^']*)'$"
@@ -57,32 +64,12 @@ def _off_loopback(address: Any) -> bool:
         return True  # a name: preflight refuses it, and the firewall must not assume loopback
 
 
-def _networks(values: Any, knob: str) -> list[str]:
-    if not isinstance(values, Sequence) or isinstance(values, str):
-        raise ConfigError(f"{knob}: must be a list of CIDRs such as 192.168.1.0/24")
-    return list(dict.fromkeys(_network(value, knob) for value in values))
-
-
-def _session(ssh_connection: str) -> tuple[str, int] | None:
-    """(client address, server port) from SSH_CONNECTION ("client port server port"), or None
-    when it names no real socket (a local connection, or sshd in inetd mode prints UNKNOWN)."""
-    fields = ssh_connection.split()
-    if len(fields) != 4 or not (fields[1].isdigit() and fields[3].isdigit()):
-        return None
-    try:
-        ipaddress.ip_address(fields[0])
-        ipaddress.ip_address(fields[2])
-    except ValueError:
-        return None
-    return fields[0], int(fields[3])
-
-
 def ssh_port(ansible_port: Any, ssh_connection: str) -> int:
     """The port this session reached sshd on (SSH_CONNECTION's server port, the port on the host
     itself even behind a port forward), else ``ansible_port``, else 22."""
-    session = _session(ssh_connection)
-    if session is not None:
-        return session[1]
+    found = session(ssh_connection)
+    if found is not None:
+        return found.port
     if ansible_port not in (None, ""):
         return int(str(ansible_port))
     return SSH_DEFAULT_PORT
@@ -90,8 +77,24 @@ def ssh_port(ansible_port: Any, ssh_connection: str) -> int:
 
 def controller_network(ssh_connection: str) -> str | None:
     """The controller's address as SSH_CONNECTION names it (a /32 or /128), or None without one."""
-    session = _session(ssh_connection)
-    return str(ipaddress.ip_network(session[0])) if session else None
+    found = session(ssh_connection)
+    return found.network if found else None
+
+
+def ssh_problem(ssh_sources: Sequence[str], found: Session | None) -> str | None:
+    """Why SSH's networks (``llmrig_ssh_allowed_cidrs`` resolved) would cut this run's session
+    off, or None: no session to read and no list, or a list without the session's address."""
+    if found is None and not ssh_sources:
+        return (
+            f"{SSH}: is empty and this run's SSH session cannot be read (a local run, or sshd in inetd mode); "
+            "list the networks SSH may come from, so the firewall cannot shut SSH out"
+        )
+    if found is not None and ssh_sources and not contains(ssh_sources, found.address):
+        return (
+            f"{SSH}: does not contain {found.address}, the address this run's SSH session comes from, "
+            "so the firewall would cut it off; add it or its network"
+        )
+    return None
 
 
 def _rule(name: str, src: str, port: Any) -> dict[str, Any]:
@@ -99,20 +102,19 @@ def _rule(name: str, src: str, port: Any) -> dict[str, Any]:
 
 
 def firewall_rules(knobs: Mapping[str, Any], connection: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every rule the firewall role allows, SSH first; ``connection`` holds ``ansible_port`` and
-    ``ssh_connection`` (the SSH_CONNECTION of the task's environment, '' for a local connection)."""
-    clients = _networks(knobs.get("llmrig_allowed_client_cidrs"), "llmrig_allowed_client_cidrs")
-    ssh_sources = _networks(knobs.get("llmrig_ssh_allowed_cidrs") or [], "llmrig_ssh_allowed_cidrs")
-    session = str(connection.get("ssh_connection") or "")
-    if not ssh_sources:
-        controller = controller_network(session)
-        ssh_sources = list(dict.fromkeys([*clients, *([controller] if controller else [])]))
-    if not ssh_sources:
-        raise ConfigError(
-            "llmrig_ssh_allowed_cidrs: no network could reach SSH once incoming traffic is denied "
-            "(llmrig_allowed_client_cidrs is empty and the connection names no controller address); list one"
-        )
-    port = ssh_port(connection.get("ansible_port"), session)
+    """Every rule the firewall role allows, SSH first; ``connection`` holds ``ansible_port``,
+    ``ssh_connection`` (SSH_CONNECTION as the login user sees it, '' without one) and
+    ``networks`` (the box's own, for the word ``connected``)."""
+    connected = [str(network) for network in connection.get("networks") or []]
+    clients = resolve(knobs.get(CLIENTS), CLIENTS, connected)
+    wanted = resolve(knobs.get(SSH) or [], SSH, connected)
+    ssh_connection = str(connection.get("ssh_connection") or "")
+    found = session(ssh_connection)
+    problem = ssh_problem(wanted, found)
+    if problem is not None:
+        raise ConfigError(problem)
+    ssh_sources = wanted or list(dict.fromkeys([*clients, *([found.network] if found else [])]))
+    port = ssh_port(connection.get("ansible_port"), ssh_connection)
     rules = [_rule("ssh", src, port) for src in ssh_sources]
     engine = ENGINES_BY_NAME.get(str(knobs.get("inference_engine")))
     if engine is None:

@@ -77,6 +77,26 @@ def test_good_configuration_completes_preflight(
     assert f"GPUs ({source}):" in run.output
 
 
+def test_the_firewall_line_names_the_connected_networks_and_the_session(tmp_path: Path) -> None:
+    """With the defaults, the client networks are the box's own (its LAN in the test's namespace,
+    loopback left out), and SSH is also allowed from the address the run's SSH session comes from."""
+    run = run_playbook(PREFLIGHT, host="cpu", tmp_path=tmp_path)
+    assert run.returncode == 0, run.output
+    assert (
+        "Firewall: clients from 192.0.2.0/24 (connected: the networks of this box's interfaces); "
+        "SSH from 192.0.2.0/24, 192.0.2.10/32 (this session)"
+    ) in run.output
+    listed = run_playbook(
+        PREFLIGHT,
+        {"llmrig_allowed_client_cidrs": ["connected", "2001:db8:1::/64"], "llmrig_ssh_allowed_cidrs": ["192.0.2.8/29"]},
+        host="cpu",
+        tmp_path=tmp_path,
+    )
+    assert listed.returncode == 0, listed.output
+    assert "Firewall: clients from 192.0.2.0/24, 2001:db8:1::/64 (connected: " in listed.output
+    assert "; SSH from 192.0.2.8/29" in listed.output
+
+
 def test_preflight_changes_nothing_in_a_real_run(tmp_path: Path) -> None:
     """Without --check, preflight still reports zero changes."""
     run = run_playbook(PREFLIGHT, host="cpu", check=False, tmp_path=tmp_path)

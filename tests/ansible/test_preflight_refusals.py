@@ -245,7 +245,48 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": ["0.0.0.0/0"]},
         "llmrig_allowed_client_cidrs",
     ),
-    ("world-open-ssh", "cpu", "host", {"llmrig_ssh_allowed_cidrs": ["::/0"]}, "llmrig_ssh_allowed_cidrs"),
+    ("world-open-ssh", "cpu", "host", {"llmrig_ssh_allowed_cidrs": ["0.0.0.0/0"]}, "llmrig_ssh_allowed_cidrs"),
+    # The firewall's inputs: CIDR lists, and SSH's networks against this run's own session (the
+    # tests run as an operator logged in over SSH from 192.0.2.10, on the box's LAN 192.0.2.0/24).
+    (
+        "client-cidrs-string",
+        "cpu",
+        "extra",
+        {"llmrig_allowed_client_cidrs": "10.0.0.0/8"},
+        "llmrig_allowed_client_cidrs",
+    ),
+    (
+        "client-cidr-malformed",
+        "cpu",
+        "group",
+        {"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]},
+        "llmrig_allowed_client_cidrs",
+    ),
+    (
+        "client-cidr-host-bits",
+        "cpu",
+        "host",
+        {"llmrig_allowed_client_cidrs": ["192.168.1.77/24"]},
+        "llmrig_allowed_client_cidrs",
+    ),
+    ("client-cidrs-empty", "cpu", "extra", {"llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
+    ("ssh-cidrs-string", "cpu", "group", {"llmrig_ssh_allowed_cidrs": "192.0.2.0/24"}, "llmrig_ssh_allowed_cidrs"),
+    (
+        "ssh-cidrs-miss-the-session",
+        "cpu",
+        "host",
+        {"llmrig_ssh_allowed_cidrs": ["10.0.0.0/8"]},
+        "llmrig_ssh_allowed_cidrs",
+    ),
+    (
+        "ssh-cidrs-miss-the-ipv6-session",
+        "cpu",
+        "extra",
+        {"llmrig_ssh_allowed_cidrs": ["192.0.2.0/24"], "session": "2001:db8:9::20 50022 2001:db8:1::1 22"},
+        "llmrig_ssh_allowed_cidrs",
+    ),
+    ("no-session-no-ssh-cidrs", "cpu", "group", {"session": "UNKNOWN 65535 UNKNOWN 65535"}, "llmrig_ssh_allowed_cidrs"),
+    ("console-run-no-ssh-cidrs", "cpu", "extra", {"session": ""}, "llmrig_ssh_allowed_cidrs"),
     (
         "unfiltered-engine",
         "gpu",
@@ -330,11 +371,14 @@ def _short(message: str) -> bool:
 def _run(tmp_path: Path, kind: str, place: str, variables: dict[str, Any]) -> PlaybookRun:
     variables = json.loads(json.dumps(variables).replace("{tmp}", str(tmp_path)))
     hold = variables.pop("hold", None)
+    session = variables.pop("session", None)  # SSH_CONNECTION of the run, when not the usual one
     wrapper = OWN_NETWORK + ((sys.executable, "-c", HOLD_PORT, str(hold)) if hold else ())
     inventory = _inventory(tmp_path, place, variables) if place != "extra" else None
     extra = variables if place == "extra" else None
     # gpu-cc86: the same fake GPUs, now Ampere cards without fp8 attention kernels.
     env = {"LLMRIG_FAKE_GPU_CC": "8.6"} if kind == "gpu-cc86" else {}
+    if session is not None:
+        env["SSH_CONNECTION"] = session
     host = "gpu" if kind == "gpu-cc86" else kind
     return run_playbook(
         PREFLIGHT, extra, host=host, check=False, env=env, tmp_path=tmp_path, inventory=inventory, wrapper=wrapper

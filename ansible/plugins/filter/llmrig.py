@@ -25,6 +25,7 @@ from bench.rig import (
     engines,
     firewall,
     inputs,
+    networks,
     nvidia,
     open_webui,
     rules,
@@ -51,13 +52,18 @@ def llmrig_resolve(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, Any
     }
 
 
+def _firewall(problem: Any) -> bool:
+    return str(problem.message).startswith("Firewall: ")
+
+
 def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[str]]:
     """Phase 2: run every cross-field rule; return rendered errors and warnings."""
     problems = validation.check(knobs, host, validation.resolve(knobs, host))
     return {
         "errors": [problem.render() for problem in problems if problem.severity == "error"],
         "warnings": [problem.render() for problem in problems if problem.severity == "warning"],
-        "notes": [problem.message for problem in problems if problem.severity == "info"],
+        "notes": [problem.message for problem in problems if problem.severity == "info" and not _firewall(problem)],
+        "firewall": [problem.message for problem in problems if problem.severity == "info" and _firewall(problem)],
     }
 
 
@@ -264,6 +270,12 @@ def llmrig_firewall_rules(knobs: dict[str, Any], connection: dict[str, Any]) -> 
     return firewall.firewall_rules(knobs, connection)
 
 
+def llmrig_connected_networks(facts: dict[str, Any]) -> list[str]:
+    """The networks of the box's interfaces from Ansible's network facts, loopback and link-local
+    left out (bench.rig.networks.connected_networks): what ``connected`` stands for."""
+    return networks.connected_networks(facts)
+
+
 def llmrig_firewall_stale(show_added: str, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The llmrig rules of ``ufw show added`` that ``wanted`` lacks (bench.rig.firewall.stale_rules)."""
     return firewall.stale_rules(str(show_added), wanted)
@@ -336,6 +348,7 @@ class FilterModule:
             "llmrig_native_tools": llmrig_native_tools,
             "llmrig_firewall_rules": llmrig_firewall_rules,
             "llmrig_firewall_stale": llmrig_firewall_stale,
+            "llmrig_connected_networks": llmrig_connected_networks,
             "llmrig_firewall_missing": llmrig_firewall_missing,
             "llmrig_ufw_settled": llmrig_ufw_settled,
             "llmrig_knob_spec": llmrig_knob_spec,

@@ -10,6 +10,7 @@ One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs again
 :mod:`~bench.rig.rules.driver` (the NVIDIA driver's branch floor, GPU count, compute capability
 and module options),
 :mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall),
+:mod:`~bench.rig.rules.firewall` (the SSH networks against this run's session),
 :mod:`~bench.rig.rules.secrets` (each secret knob's length and alphabet),
 :mod:`~bench.rig.rules.sources` (pinned versions, index and download URLs),
 :mod:`~bench.rig.rules.combinations` (knobs that only make sense together),
@@ -40,6 +41,7 @@ from bench.rig.rules.engine import (
     rule_pinned_revision,
     rule_quantization,
 )
+from bench.rig.rules.firewall import rule_firewall_plan, rule_ssh_session
 from bench.rig.rules.host import (
     disk_problem,
     rule_cpu_memory,
@@ -81,7 +83,9 @@ RULES: tuple[Rule, ...] = (
     rule_cpu_memory,
     rule_network,
     rule_firewall,
+    rule_ssh_session,
     rule_exposure,
+    rule_firewall_plan,
     rule_extra_args,
     rule_secrets,
     rule_pinned_revision,

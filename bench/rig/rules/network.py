@@ -6,6 +6,7 @@ from __future__ import annotations
 import ipaddress
 
 from bench.rig.engines import ENGINES, ENGINES_BY_NAME
+from bench.rig.networks import CONNECTED, list_problem, resolve
 from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
@@ -52,13 +53,10 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
     """Bind addresses parse; anything off loopback is limited to the allowed client CIDRs."""
     problems: list[Problem] = []
     cidrs = knobs.get("llmrig_allowed_client_cidrs")
-    if not isinstance(cidrs, list):
-        return err("llmrig_allowed_client_cidrs", "must be a list of CIDRs such as 192.168.1.0/24")
-    for cidr in cidrs:
-        try:
-            ipaddress.ip_network(str(cidr), strict=False)
-        except ValueError:
-            problems += err("llmrig_allowed_client_cidrs", f"{cidr!r} is not a CIDR such as 192.168.1.0/24")
+    problem = list_problem(cidrs)
+    if problem is not None:
+        return err("llmrig_allowed_client_cidrs", problem)
+    clients = resolve(cidrs, "llmrig_allowed_client_cidrs", [str(net) for net in host.get("networks") or []])
     exposed = []
     for knob in HOST_KNOBS:
         address = as_str(knobs, knob)
@@ -72,10 +70,11 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
                 continue
         if not _is_loopback(address):
             exposed.append(f"{knob} is {address}")
-    if exposed and not cidrs:
+    if exposed and not clients:
+        empty = "is empty" if not cidrs else f"names no network (the box is on none but loopback: {CONNECTED})"
         problems += err(
             "llmrig_allowed_client_cidrs",
-            f"is empty but {' and '.join(exposed)}, off loopback; list the client networks, or bind to 127.0.0.1",
+            f"{empty} but {' and '.join(exposed)}, off loopback; list the client networks, or bind to 127.0.0.1",
         )
     return problems
 

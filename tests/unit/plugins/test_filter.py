@@ -57,6 +57,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_firewall_rules",
                 "llmrig_firewall_stale",
                 "llmrig_firewall_missing",
+                "llmrig_connected_networks",
                 "llmrig_ufw_settled",
                 "llmrig_knob_spec",
                 "llmrig_nvidia_hardware",

@@ -77,14 +77,48 @@ def _allowed(rules: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
             {"ansible_port": "2200", "ssh_connection": ""},
             [("ssh", "198.51.100.7/32", 2200)],
         ),
-        (  # Ollama off loopback, a local connection: SSH on 22 from the clients only
-            {"inference_engine": "ollama", "ollama_host": "0.0.0.0", "open_webui_enabled": False},
+        (  # Ollama off loopback, a local run with SSH's networks named: SSH on 22 from them only
+            {
+                "inference_engine": "ollama",
+                "ollama_host": "0.0.0.0",
+                "open_webui_enabled": False,
+                "llmrig_ssh_allowed_cidrs": ["192.168.1.0/24"],
+            },
             LOCAL,
+            [("ssh", "192.168.1.0/24", 22), ("ollama", "192.168.1.0/24", 11434), ("ollama", "10.0.0.0/8", 11434)],
+        ),
+        (  # login ops, become, sshd on 2222, clients that miss the controller: SSH on 2222 from the session
+            {"llmrig_allowed_client_cidrs": ["198.51.100.0/28"], "open_webui_enabled": False},
+            {"ansible_port": "", "ssh_connection": "10.88.0.1 41000 10.88.0.7 2222"},
+            [("ssh", "198.51.100.0/28", 2222), ("ssh", "10.88.0.1/32", 2222), ("vllm", "198.51.100.0/28", 8000)],
+        ),
+        (  # an IPv6 session gets an IPv6 SSH rule; IPv6 client networks beside IPv4 ones
+            {"llmrig_allowed_client_cidrs": ["192.168.1.0/24", "2001:db8:1::/64"], "open_webui_enabled": False},
+            {"ansible_port": "", "ssh_connection": "2001:db8:9::20 50022 2001:db8:1::50 22"},
             [
                 ("ssh", "192.168.1.0/24", 22),
-                ("ssh", "10.0.0.0/8", 22),
-                ("ollama", "192.168.1.0/24", 11434),
-                ("ollama", "10.0.0.0/8", 11434),
+                ("ssh", "2001:db8:1::/64", 22),
+                ("ssh", "2001:db8:9::20/128", 22),
+                ("vllm", "192.168.1.0/24", 8000),
+                ("vllm", "2001:db8:1::/64", 8000),
+            ],
+        ),
+        (  # an IPv6 session inside an IPv6 SSH network
+            {"llmrig_ssh_allowed_cidrs": ["2001:db8:9::/48"], "vllm_host": "127.0.0.1", "open_webui_enabled": False},
+            {"ansible_port": "", "ssh_connection": "2001:db8:9::20 50022 2001:db8:1::50 22"},
+            [("ssh", "2001:db8:9::/48", 22)],
+        ),
+        (  # "connected": the networks of the box's interfaces, beside a listed one
+            {"llmrig_allowed_client_cidrs": ["connected", "10.8.0.0/24"], "open_webui_enabled": False},
+            {**OVER_SSH, "networks": ["192.168.1.0/24", "fd00:1::/64"]},
+            [
+                ("ssh", "192.168.1.0/24", 22),
+                ("ssh", "fd00:1::/64", 22),
+                ("ssh", "10.8.0.0/24", 22),
+                ("ssh", "192.168.1.20/32", 22),
+                ("vllm", "192.168.1.0/24", 8000),
+                ("vllm", "fd00:1::/64", 8000),
+                ("vllm", "10.8.0.0/24", 8000),
             ],
         ),
     ],
@@ -105,6 +139,7 @@ def test_rules(overrides: dict[str, Any], connection: dict[str, Any], expected: 
         ("", "", 22, None),
         ("", "UNKNOWN 65535 UNKNOWN 65535", 22, None),  # sshd in inetd mode on a pipe
         ("", "fd00::20 50022 fd00::50 22", 22, "fd00::20/128"),
+        ("", "::ffff:192.168.1.20 50022 ::ffff:192.168.1.50 2222", 2222, "192.168.1.20/32"),  # IPv4-mapped
     ],
 )
 def test_the_ssh_port_and_the_controller_come_from_the_session(
@@ -123,7 +158,17 @@ def test_the_ssh_port_and_the_controller_come_from_the_session(
             LOCAL,
             "llmrig_ssh_allowed_cidrs",
         ),
+        ({}, LOCAL, "llmrig_ssh_allowed_cidrs"),  # no session to read, no SSH networks named
+        ({}, {"ansible_port": "", "ssh_connection": "UNKNOWN 65535 UNKNOWN 65535"}, "llmrig_ssh_allowed_cidrs"),
+        ({"llmrig_ssh_allowed_cidrs": ["10.0.0.0/8"]}, OVER_SSH, "llmrig_ssh_allowed_cidrs"),  # misses the session
+        (  # an IPv6 session outside the IPv4 network of the same digits
+            {"llmrig_ssh_allowed_cidrs": ["192.168.1.0/24"]},
+            {"ansible_port": "", "ssh_connection": "fd00::20 50022 fd00::50 22"},
+            "llmrig_ssh_allowed_cidrs",
+        ),
         ({"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, OVER_SSH, "llmrig_allowed_client_cidrs"),
+        ({"llmrig_allowed_client_cidrs": "10.0.0.0/8"}, OVER_SSH, "llmrig_allowed_client_cidrs"),
+        ({"llmrig_allowed_client_cidrs": ["192.168.1.77/24"]}, OVER_SSH, "llmrig_allowed_client_cidrs"),
         ({"llmrig_ssh_allowed_cidrs": ["office"]}, OVER_SSH, "llmrig_ssh_allowed_cidrs"),
         ({"inference_engine": "tgi"}, OVER_SSH, "inference_engine"),
     ],
@@ -131,7 +176,8 @@ def test_the_ssh_port_and_the_controller_come_from_the_session(
 def test_rules_that_cannot_be_made_name_the_knob(
     overrides: dict[str, Any], connection: dict[str, Any], knob: str
 ) -> None:
-    """No network left to reach SSH (a lock-out), a bad CIDR or engine: a ConfigError naming the knob."""
+    """A lock-out (no session and no SSH networks, or SSH networks that miss the session), a bad
+    CIDR list or engine: a ConfigError naming the knob (preflight refuses each first)."""
     with pytest.raises(ConfigError, match=f"^{knob}: "):
         firewall_rules({**KNOBS, **overrides}, connection)
 

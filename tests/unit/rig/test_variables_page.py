@@ -59,7 +59,7 @@ def test_a_row_shows_the_type_choices_default_and_home() -> None:
         "vllm, ollama or llamacpp. The others are stopped and disabled. | `preflight` (knobs) |"
     ) in page
     assert '| `vllm_enable_auto_tool_choice` | `bool` | `"{{ vllm_tool_call_parser \\| length > 0 }}"` |' in page
-    assert "| `llmrig_allowed_client_cidrs` | `list of str` | `[10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16]` |" in page
+    assert "| `llmrig_allowed_client_cidrs` | `list of str` | `[connected]` |" in page
     assert "| `model_presets` | `dict` | 4 entries: `qwen3.8-27b-w4a16`, " in page
 
 
