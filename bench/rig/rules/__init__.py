@@ -8,7 +8,8 @@ what a single variable's type cannot say.
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
 :mod:`~bench.rig.rules.host` (the OS, GPUs, disk, RAM and the KV plan),
 :mod:`~bench.rig.rules.driver` (the NVIDIA driver's branch floor and GPU count),
-:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall, secrets) and
+:mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall, secrets),
+:mod:`~bench.rig.rules.proxy` (vLLM on loopback, the authenticating proxy) and
 :mod:`~bench.rig.rules.resources` (the paths and the port on the host), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
@@ -38,6 +39,7 @@ from bench.rig.rules.host import (
 )
 from bench.rig.rules.knobs import Rule, gpus
 from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports, rule_secrets
+from bench.rig.rules.proxy import rule_reverse_proxy, rule_vllm_loopback
 from bench.rig.rules.resources import rule_paths, rule_port_free
 
 __all__ = ["RULES", "Rule", "disk_problem", "gpus"]
@@ -59,6 +61,8 @@ RULES: tuple[Rule, ...] = (
     rule_device_flags,
     rule_cpu_memory,
     rule_network,
+    rule_vllm_loopback,
+    rule_reverse_proxy,
     rule_firewall,
     rule_exposure,
     rule_extra_args,
