@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from bench.rig.engines import ENGINES
 from tests.helpers import PlaybookRun, run_playbook
 
 HOST = "box"  # the inventory name of the box (host_vars/box.yml, artifacts/box/)
@@ -257,8 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.action == "up":
         reused = running(args.name) and (args.dir / "inventory" / "hosts.yml").exists()
         box = start(args.name, args.dir.resolve(), publish=args.publish, reuse=True)
-        # A reused box keeps what its host_vars already say, and gains settings added since.
-        box.set_host_vars({**cpu_host_vars(box), **(box.host_vars() if reused else {})})
+        # A reused box keeps what its host_vars already say, and gains settings added since; the
+        # engines' addresses and ports follow cpu_host_vars (an older demo put every engine on
+        # 0.0.0.0:8000, where the proxy now listens).
+        endpoint = {knob for engine in ENGINES for knob in (engine.host_knob, engine.port_knob)}
+        kept = {knob: value for knob, value in (box.host_vars() if reused else {}).items() if knob not in endpoint}
+        box.set_host_vars({**cpu_host_vars(box), **kept})
         print(json.dumps({"reused": reused, "inventory": str(box.inventory)}))
         return 0
     box = Box(args.name, args.dir / "inventory", args.dir / "artifacts", args.dir)
