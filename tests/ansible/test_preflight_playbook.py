@@ -28,10 +28,16 @@ GOOD = [
     ("gpu", {"inference_engine": "ollama"}, "ollama on cuda, preset qwen3.8-27b-w4a16"),
     ("cpu", {"inference_engine": "llamacpp"}, "llamacpp on cpu, preset gemma3-270m"),
     (
-        "gpu",
-        {"vllm_host": "0.0.0.0", "llmrig_firewall_enabled": False, "llmrig_allow_unfiltered": True},
-        "vllm on cuda, preset qwen3.8-27b-w4a16",
+        "cpu",
+        {
+            "inference_engine": "llamacpp",
+            "llamacpp_host": "0.0.0.0",
+            "llmrig_firewall_enabled": False,
+            "llmrig_allow_unfiltered": True,
+        },
+        "llamacpp on cpu, preset gemma3-270m",
     ),
+    ("gpu", {"reverse_proxy_enabled": True}, "vllm on cuda, preset qwen3.8-27b-w4a16"),
 ]
 
 
