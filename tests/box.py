@@ -4,7 +4,7 @@ the container's own sshd in inetd mode, started through ``podman exec``), with c
 published on the host's loopback only.
 
 ``python -m tests.box up NAME --dir DIR --publish PORT ...`` starts one (or finds it running) for
-``scripts/demo``, with :func:`demo_host_vars` (every engine on one port); ``tests/e2e`` calls
+``scripts/demo``, with :func:`cpu_host_vars` (the API proxy on one port); ``tests/e2e`` calls
 :func:`start` directly. Needs the environment that
 ``scripts/testrig env`` prints (CONTAINERS_CONF, LLMRIG_TESTRIG_IMAGE, LLMRIG_WHEELHOUSE).
 """
@@ -30,9 +30,12 @@ from tests.helpers import PlaybookRun, run_playbook
 
 HOST = "box"  # the inventory name of the box (host_vars/box.yml, artifacts/box/)
 PLAYBOOK_TIMEOUT_S = 1500
-# The one port inside the demo box that every engine listens on, so that its published port (and
-# the engine URL the demo prints) stays true whichever engine serves; Open WebUI keeps its own.
-DEMO_ENGINE_PORT = 8000
+# The port inside the box where the API proxy (roles/reverse_proxy) serves whichever engine runs,
+# so that its published port (and the engine URL the demo prints) stays true across engine
+# switches; Open WebUI keeps its own. The engines listen on the box's loopback, vLLM on
+# BOX_VLLM_PORT since API_PORT is the proxy's.
+API_PORT = 8000
+BOX_VLLM_PORT = 8010
 
 
 @dataclass
@@ -223,8 +226,8 @@ def start(
 
 def cpu_host_vars(box: Box) -> dict[str, Any]:
     """What every box of the tiers and the demo runs with: the cpu device, the tiny model,
-    installs from the wheelhouse only, the artifacts under the box's own directory, vLLM
-    reachable through its published port."""
+    installs from the wheelhouse only, the artifacts under the box's own directory, and the API
+    proxy on every interface at :data:`API_PORT`, in front of whichever engine serves on loopback."""
     return {
         "vllm_device": "cpu",
         "model": "gemma3-270m",
@@ -233,25 +236,18 @@ def cpu_host_vars(box: Box) -> dict[str, Any]:
         "llmrig_artifacts_dir": str(box.artifacts),
         "engine_health_timeout_s": 900,
         "vllm_limit_nofile": 16384,
-        # vLLM on every interface of the box, so that its published port reaches it from the host
-        # (the firewall admits the podman bridge, 10.88.0.0/16: the network of the box's eth0, so
-        # one of the default client networks, "connected").
-        "vllm_host": "0.0.0.0",
+        # The proxy on every interface of the box, so that its published port reaches it from the
+        # host (the firewall admits the podman bridge, 10.88.0.0/16, as one of the default client
+        # networks); vLLM stays on loopback, on a port of its own.
+        "reverse_proxy_enabled": True,
+        "reverse_proxy_port": API_PORT,
+        "vllm_port": BOX_VLLM_PORT,
         # Ansible reaches the box through sshd in inetd mode (no TCP session to read the address
         # from), so the networks SSH may come from are named: the podman bridge.
         "llmrig_ssh_allowed_cidrs": ["10.88.0.0/16"],
         # The tiny base model answers readably at temperature 0 (with the preset's newline stop).
         "open_webui_default_model_params": {"temperature": 0},
     }
-
-
-def demo_host_vars(box: Box) -> dict[str, Any]:
-    """The demo box's settings: :func:`cpu_host_vars`, and every engine on every interface of the
-    box at :data:`DEMO_ENGINE_PORT` (preflight lets engines share a port: only one runs at a time),
-    so that ``-e inference_engine=llamacpp`` is reached at the same published port as vLLM."""
-    engines = {knob: value for engine in ENGINES
-               for knob, value in ((engine.host_knob, "0.0.0.0"), (engine.port_knob, DEMO_ENGINE_PORT))}  # fmt: skip
-    return {**cpu_host_vars(box), **engines}
 
 
 def published_webui_url(box: Box) -> str:
@@ -271,9 +267,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.action == "up":
         reused = running(args.name) and (args.dir / "inventory" / "hosts.yml").exists()
         box = start(args.name, args.dir.resolve(), publish=args.publish, reuse=True)
-        # A reused box keeps what its host_vars already say, and gains settings added since.
+        # A reused box keeps what its host_vars already say, and gains settings added since; the
+        # engines' addresses and ports follow cpu_host_vars (an older demo put every engine on
+        # 0.0.0.0:8000, where the proxy now listens).
+        endpoint = {knob for engine in ENGINES for knob in (engine.host_knob, engine.port_knob)}
+        kept = {knob: value for knob, value in (box.host_vars() if reused else {}).items() if knob not in endpoint}
         webui = {"open_webui_url": published_webui_url(box)} if 8080 in args.publish else {}
-        box.set_host_vars({**demo_host_vars(box), **webui, **(box.host_vars() if reused else {})})
+        box.set_host_vars({**cpu_host_vars(box), **webui, **kept})
         print(json.dumps({"reused": reused, "inventory": str(box.inventory)}))
         return 0
     box = Box(args.name, args.dir / "inventory", args.dir / "artifacts", args.dir)

@@ -12,7 +12,10 @@ rules (:func:`firewall_rules`):
 - the active engine (``inference_engine``) on its own port, when its bind address is off
   loopback, from ``llmrig_allowed_client_cidrs``;
 - Open WebUI on ``open_webui_port``, when ``open_webui_enabled`` and its bind address is off
-  loopback, from the same networks.
+  loopback, from the same networks;
+- the API proxy on ``reverse_proxy_port``, when ``reverse_proxy_enabled`` and its bind address is
+  off loopback, from the same networks (the engine behind it listens on loopback, so its own port
+  gets no rule).
 
 Either list may hold the word ``connected``: the networks the box's interfaces are on
 (:mod:`bench.rig.networks`); IPv4 and IPv6 networks and sessions alike.
@@ -122,6 +125,8 @@ def firewall_rules(knobs: Mapping[str, Any], connection: Mapping[str, Any]) -> l
     services: list[tuple[str, str, str]] = [(engine.name, engine.host_knob, engine.port_knob)]
     if truthy(knobs.get("open_webui_enabled")):
         services.append(("open_webui", "open_webui_host", "open_webui_port"))
+    if truthy(knobs.get("reverse_proxy_enabled")):  # the engine then listens on loopback (preflight)
+        services.append(("reverse_proxy", "reverse_proxy_host", "reverse_proxy_port"))
     for name, host_knob, port_knob in services:
         if _off_loopback(knobs.get(host_knob)):
             rules += [_rule(name, src, knobs.get(port_knob)) for src in clients]

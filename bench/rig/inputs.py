@@ -48,6 +48,7 @@ KNOB_PREFIXES = (
     *(engine.knob_prefix for engine in ENGINES),
     "open_webui_",
     "watchdog_",
+    "reverse_proxy_",
     "engine_",
     "nvidia_driver_",
 )

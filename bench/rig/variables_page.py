@@ -36,6 +36,7 @@ SECTIONS = {
     "models": "Model and presets",
     **{engine.name: engine.title for engine in ENGINES},
     "endpoint": "Addresses and ports",
+    "reverse_proxy": "API proxy",
     "driver": "NVIDIA driver",
     "open_webui": "Open WebUI",
     "security": "Security",

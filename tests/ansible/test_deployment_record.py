@@ -50,8 +50,9 @@ def _write_task() -> dict[str, Any]:
     return dict(task)
 
 
-def _render(tmp_path: Path, published: dict[str, Any]) -> tuple[PlaybookRun, Path]:
-    """record.yml's write task rendered on localhost after preflight, with ``published`` as llmrig_engine."""
+def _render(tmp_path: Path, published: dict[str, Any], **knobs: Any) -> tuple[PlaybookRun, Path]:
+    """record.yml's write task rendered on localhost after preflight, with ``published`` as
+    llmrig_engine (and ``knobs`` over group_vars, as extra vars)."""
     task = _write_task()
     engine_vars = yaml.safe_load((REPO / "roles/engine/vars/main.yml").read_text(encoding="utf-8"))
     dump = tmp_path / "deployment.json"
@@ -59,7 +60,12 @@ def _render(tmp_path: Path, published: dict[str, Any]) -> tuple[PlaybookRun, Pat
         "record_dump": str(dump),
         "record_content": task["ansible.builtin.copy"]["content"],
         **task["vars"],
-        "_engine_units": engine_vars["_engine_units"],
+        **{
+            name: engine_vars[name]
+            for name in ("_engine_units", "_engine_endpoint", "_engine_proxy_url", "_engine_api_key_path")
+        },
+        "ansible_host": "gpu-box",
+        **knobs,
         "llmrig_engine": published,
         "llmrig_engine_record": RECORD,
         "__engine_show": {
@@ -89,6 +95,31 @@ def test_the_role_writes_a_record_bench_reads(tmp_path: Path) -> None:
     assert record.startup.invocation_id == "0123abcd"
     assert record.startup.kv_cache_tokens == 228010
     assert record.section.facts["versions"] == {"vllm": "0.33.0"}
+
+
+def test_with_the_proxy_clients_get_its_url_and_the_key_for_every_engine(tmp_path: Path) -> None:
+    """reverse_proxy_enabled: base_url and metrics_url are the proxy's (the inventory address for a
+    0.0.0.0 bind), the key file is named even for Ollama, which has none of its own; the host's
+    own URLs still dial the engine on loopback."""
+    ollama = {
+        **PUBLISHED,
+        "name": "ollama",
+        "metrics_url": "",
+        "api_key_file": "",
+        "health_url": "http://127.0.0.1:11434/",
+    }
+    run, path = _render(tmp_path, ollama, reverse_proxy_enabled=True, reverse_proxy_port=8001)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    endpoint = read_deployment(path).endpoint
+    assert (endpoint.base_url, endpoint.metrics_url, endpoint.api_key_file) == (
+        "http://gpu-box:8001/v1",
+        "",
+        "/etc/llmrig/api_key",
+    )
+    assert (endpoint.local_base_url, endpoint.health_url) == (PUBLISHED["local_base_url"], ollama["health_url"])
+    run, path = _render(tmp_path, PUBLISHED, reverse_proxy_enabled=True, reverse_proxy_host="192.168.1.50")
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert read_deployment(path).endpoint.metrics_url == "http://192.168.1.50:8001/metrics"
 
 
 def test_a_part_that_does_not_fit_fails_the_task_naming_it(tmp_path: Path) -> None:

@@ -28,9 +28,14 @@ GOOD = [
     ("gpu", {"inference_engine": "ollama"}, "ollama on cuda, preset qwen3.8-27b-w4a16"),
     ("cpu", {"inference_engine": "llamacpp"}, "llamacpp on cpu, preset gemma3-270m"),
     (
-        "gpu",
-        {"vllm_host": "0.0.0.0", "llmrig_firewall_enabled": False, "llmrig_allow_unfiltered": True},
-        "vllm on cuda, preset qwen3.8-27b-w4a16",
+        "cpu",
+        {
+            "inference_engine": "llamacpp",
+            "llamacpp_host": "0.0.0.0",
+            "llmrig_firewall_enabled": False,
+            "llmrig_allow_unfiltered": True,
+        },
+        "llamacpp on cpu, preset gemma3-270m",
     ),
     # Open WebUI off: nothing listens on open_webui_port, so an engine may have it.
     ("gpu", {"vllm_port": 8080, "open_webui_enabled": False}, "vllm on cuda, preset qwen3.8-27b-w4a16"),
@@ -44,6 +49,7 @@ GOOD = [
         {"inference_engine": "ollama", "ollama_port": 8080, "open_webui_enabled": False},
         "ollama on cuda, preset qwen3.8-27b-w4a16",
     ),
+    ("gpu", {"reverse_proxy_enabled": True}, "vllm on cuda, preset qwen3.8-27b-w4a16"),
 ]
 
 

@@ -30,6 +30,7 @@ def test_there_are_roles() -> None:
         "ollama",
         "open_webui",
         "preflight",
+        "reverse_proxy",
         "secrets",
         "systemd_unit",
         "venv",

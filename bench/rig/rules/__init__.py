@@ -11,6 +11,7 @@ One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs again
 and module options),
 :mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall),
 :mod:`~bench.rig.rules.firewall` (the SSH networks against this run's session),
+:mod:`~bench.rig.rules.proxy` (vLLM on loopback, the authenticating proxy),
 :mod:`~bench.rig.rules.secrets` (each secret knob's length and alphabet),
 :mod:`~bench.rig.rules.sources` (pinned versions, index and download URLs),
 :mod:`~bench.rig.rules.combinations` (knobs that only make sense together),
@@ -55,6 +56,7 @@ from bench.rig.rules.host import (
 from bench.rig.rules.knobs import Rule, gpus
 from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports
 from bench.rig.rules.open_webui import rule_open_webui, rule_open_webui_port_free
+from bench.rig.rules.proxy import rule_reverse_proxy, rule_vllm_loopback
 from bench.rig.rules.resources import rule_paths, rule_port_free
 from bench.rig.rules.secrets import rule_secrets
 from bench.rig.rules.sources import rule_pinned_versions, rule_sources
@@ -82,6 +84,8 @@ RULES: tuple[Rule, ...] = (
     rule_device_flags,
     rule_cpu_memory,
     rule_network,
+    rule_vllm_loopback,
+    rule_reverse_proxy,
     rule_firewall,
     rule_ssh_session,
     rule_exposure,

@@ -81,8 +81,9 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
 
 def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """With llmrig_firewall_enabled false nothing filters what reaches the active engine: one bound
-    off loopback needs llmrig_allow_unfiltered: true (its /health and /metrics answer without the
-    key), and an engine without authentication (Ollama) off loopback is refused outright."""
+    off loopback needs llmrig_allow_unfiltered: true (its /health answers without the key), and an
+    engine without authentication (Ollama) off loopback is refused outright. vLLM never listens off
+    loopback (:func:`bench.rig.rules.proxy.rule_vllm_loopback`)."""
     if as_bool(knobs, "llmrig_firewall_enabled"):
         return []
     engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
@@ -99,7 +100,7 @@ def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
         return err(
             "llmrig_allow_unfiltered",
             f"{engine.host_knob} is {address} with llmrig_firewall_enabled false, so every network reaches the "
-            "engine (/health, /metrics need no key); enable the firewall, bind to 127.0.0.1, or set this true",
+            "engine (/health needs no key); enable the firewall, bind to 127.0.0.1, or set this true",
         )
     return []
 

@@ -124,15 +124,18 @@ def test_a_result_file_keeps_a_record_or_none() -> None:
 
 
 def test_the_engine_role_hands_over_exactly_the_records_parts() -> None:
-    """roles/engine/tasks/record.yml assembles the record's own keys (and the engine's section),
-    puts no schema_version of its own and writes through llmrig_deployment."""
+    """roles/engine/tasks/record.yml assembles the record's own keys (and the engine's section, and
+    the endpoint from roles/engine/vars/main.yml's _engine_endpoint), puts no schema_version of its
+    own and writes through llmrig_deployment."""
     tasks = yaml.safe_load((REPO / "roles/engine/tasks/record.yml").read_text(encoding="utf-8"))
     (write,) = [task for task in tasks if task["name"].startswith("record | Write deployment.json")]
     assert "llmrig_deployment" in write["ansible.builtin.copy"]["content"]
     parts = write["vars"]["__engine_deployment"]
     own = set(deployments.record()) - {"schema_version", "vllm"}
     assert set(parts) == own
-    assert set(parts["endpoint"]) == set(deployments.record()["endpoint"])
+    assert parts["endpoint"] == "{{ _engine_endpoint }}"
+    endpoint = yaml.safe_load((REPO / "roles/engine/vars/main.yml").read_text(encoding="utf-8"))["_engine_endpoint"]
+    assert set(endpoint) == set(deployments.record()["endpoint"])
 
 
 @pytest.mark.parametrize("role", ["vllm", "ollama", "llamacpp"])

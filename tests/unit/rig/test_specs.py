@@ -32,7 +32,17 @@ ROLES = sorted(path.name for path in (REPO / "roles").iterdir() if path.is_dir()
 CONDITIONS = {"when", "that", "failed_when", "changed_when", "until"}  # bare Jinja expressions
 # Names shaped like a knob: a role's prefix (every engine's from the engine table), the shared
 # llmrig_* and model knobs, inference_engine.
-_PREFIXES = (*ENGINE_NAMES, "engine", "watchdog", "open_webui", "nvidia_driver", "llmrig", "model", "inference")
+_PREFIXES = (
+    *ENGINE_NAMES,
+    "engine",
+    "watchdog",
+    "reverse_proxy",
+    "open_webui",
+    "nvidia_driver",
+    "llmrig",
+    "model",
+    "inference",
+)
 KNOB_SHAPE = re.compile(rf"^({'|'.join(_PREFIXES)})(_|$)")
 # The order roles run in site.yml; the engine roles share a stage (engine includes one of them).
 STAGE = {
@@ -42,8 +52,9 @@ STAGE = {
     "engine": 3,
     **dict.fromkeys(ENGINE_NAMES, 4),
     "watchdog": 5,
-    "secrets": 6,
-    "open_webui": 7,
+    "reverse_proxy": 6,
+    "secrets": 7,
+    "open_webui": 8,
 }
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 
@@ -150,6 +161,7 @@ def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
         "ollama",
         "open_webui",
         "preflight",
+        "reverse_proxy",
         "secrets",
         "vllm",
         "watchdog",

@@ -73,7 +73,12 @@ GOOD = [
     ("gpu", QWEN3_32B),
     ("gpu", {"inference_engine": "ollama"}),
     ("gpu", {**QWEN3_32B, "inference_engine": "llamacpp"}),
-    ("gpu", {"vllm_host": "192.168.1.10"}),
+    ("gpu", {"reverse_proxy_enabled": True}),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_host": "192.168.1.10", "open_webui_enabled": False}),
+    (
+        "cpu",
+        {"reverse_proxy_enabled": True, "inference_engine": "ollama", "reverse_proxy_port": 8000, "vllm_port": 8010},
+    ),
     ("gpu", {"llmrig_api_key": "a" * 32}),
 ]
 
@@ -144,7 +149,22 @@ BAD = [
     ("cpu", {"llmrig_ssh_allowed_cidrs": ["192.0.2.0/24", "10.0.0.1/8"]}, "llmrig_ssh_allowed_cidrs"),
     ("gpu", {"ollama_host": "my-box"}, "ollama_host"),
     # No firewall: an engine off loopback needs llmrig_allow_unfiltered; Ollama off loopback never passes.
-    ("gpu", {"llmrig_firewall_enabled": False, "vllm_host": "0.0.0.0"}, "llmrig_allow_unfiltered"),
+    # vLLM never off loopback (its key leaves most routes open); the proxy is the way to the LAN.
+    ("gpu", {"vllm_host": "0.0.0.0"}, "vllm_host"),
+    ("gpu", {"vllm_host": "192.168.1.10", "inference_engine": "ollama"}, "vllm_host"),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_host": "127.0.0.1"}, "reverse_proxy_host"),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_host": "proxy-box"}, "reverse_proxy_host"),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 8000}, "reverse_proxy_port"),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 11434}, "reverse_proxy_port"),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 8080}, "reverse_proxy_port"),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 0}, "reverse_proxy_port"),
+    ("gpu", {"reverse_proxy_enabled": True, "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
+    (
+        "cpu",
+        {"reverse_proxy_enabled": True, "inference_engine": "llamacpp", "llamacpp_host": "0.0.0.0"},
+        "llamacpp_host",
+    ),
+    ("gpu", {"reverse_proxy_enabled": True, "llmrig_api_key": "k" * 20 + "*"}, "llmrig_api_key"),
     (
         "cpu",
         {"llmrig_firewall_enabled": "false", "inference_engine": "llamacpp", "llamacpp_host": "0.0.0.0"},
@@ -303,6 +323,8 @@ def test_every_rule_is_exercised() -> None:
         "rule_ssh_session": "llmrig_ssh_allowed_cidrs",
         "rule_firewall_plan": "firewall-plan",
         "rule_firewall": "llmrig_allow_unfiltered",
+        "rule_vllm_loopback": "vllm_host",
+        "rule_reverse_proxy": "reverse_proxy_port",
         "rule_secrets": "llmrig_api_key",
         "rule_extra_args": "vllm_extra_args",
         "rule_paths": "llmrig_config_dir",
@@ -495,7 +517,7 @@ def test_the_firewall_line_names_the_networks(rendered_cpu: dict[str, Any]) -> N
 
 
 def test_a_network_of_every_address_needs_the_opt_in(rendered_gpu: dict[str, Any]) -> None:
-    world = {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": ["192.168.1.0/24", "0.0.0.0/0"]}
+    world = {"reverse_proxy_enabled": True, "llmrig_allowed_client_cidrs": ["192.168.1.0/24", "0.0.0.0/0"]}
     errors = _errors(_problems(rendered_gpu, {**world, **FITS}))
     assert [error.render() for error in errors] == [
         "llmrig_allowed_client_cidrs: 0.0.0.0/0 admits every address on the internet; list your own networks, "
@@ -582,3 +604,17 @@ def test_good_sources_driver_and_watchdog_settings_pass(
     overrides: dict[str, Any], rendered_cpu: dict[str, Any]
 ) -> None:
     assert _errors(_problems(rendered_cpu, overrides)) == []
+
+
+def test_vllm_off_loopback_points_at_the_proxy(rendered_gpu: dict[str, Any]) -> None:
+    """The refusal names the routes vLLM leaves open and the knob that serves the LAN instead; a
+    proxy on Open WebUI's port is refused only while Open WebUI runs; the wildcard key is not echoed."""
+    (error,) = _errors(_problems(rendered_gpu, {"vllm_host": "0.0.0.0", **FITS}))
+    assert error.render().startswith("vllm_host: is 0.0.0.0, off loopback: vLLM answers /invocations, /tokenize")
+    assert "reverse_proxy_enabled: true" in error.message
+    on_webui = {"reverse_proxy_enabled": True, "reverse_proxy_port": 8080, **FITS}
+    assert [e.variable for e in _errors(_problems(rendered_gpu, on_webui))] == ["reverse_proxy_port"]
+    assert _errors(_problems(rendered_gpu, {**on_webui, "open_webui_enabled": False})) == []
+    key = "k" * 20 + "*"
+    (wild,) = _errors(_problems(rendered_gpu, {"reverse_proxy_enabled": True, "llmrig_api_key": key, **FITS}))
+    assert key not in wild.render()
