@@ -32,7 +32,16 @@ import pytest
 
 from bench.rig import DEPLOYMENT_VERSION
 from tests import browser
-from tests.box import API_PORT, BOX_VLLM_PORT, Box, cpu_host_vars, published_webui_url, remove, rig_environment, start
+from tests.box import (
+    API_PORT,
+    BOX_VLLM_PORT,
+    Box,
+    cpu_host_vars,
+    published_webui_url,
+    remove,
+    rig_environment,
+    start,
+)
 from tests.helpers import BIN, REPO, PlaybookRun
 from tests.result_files import load_result
 from tests.vllm_routes import VLLM_ROUTES, expected_status
@@ -876,7 +885,10 @@ def test_no_secret_leaks(box: Box) -> None:
     assert {f"/etc/llmrig/{name}" for name in (*webui, "open-webui.env", applied)} <= set(private)
     assert set(private) <= {
         f"/etc/llmrig/{name}"
-        for name in ("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", "reverse_proxy.env", applied, *webui)
+        for name in (
+            *("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", "reverse_proxy.env"),
+            *(applied, *webui),
+        )
     }
     # pip's configuration (its index URLs may carry credentials) is root's alone where vLLM and Open WebUI install.
     pip_confs = " ".join(
