@@ -16,8 +16,8 @@ from bench.rig.rules.network import HOST_KNOBS
 # vllm-project/vllm issue 58144): its other routes answer anyone who reaches the port.
 VLLM_UNGUARDED = "/invocations, /tokenize, /pooling, /score, /classify, /metrics"
 # In the Caddyfile's header matcher a '*' in the expected value is a wildcard, so a key holding
-# one would match other keys; preflight refuses such a key while the proxy is on.
-KEY_WILDCARD = "*"
+# one would match other keys: the secrets rule's alphabet for llmrig_api_key (rules/secrets.py)
+# has no '*', whether the proxy is on or not.
 
 
 def _loopback(address: str) -> bool:
@@ -95,11 +95,5 @@ def rule_reverse_proxy(knobs: Knobs, host: Host, device: str, preset: Preset) ->
             engine.host_knob,
             f"is {bind} with reverse_proxy_enabled true: clients could reach {engine.title} around the proxy; "
             "bind it to 127.0.0.1 (the proxy serves the LAN)",
-        )
-    if KEY_WILDCARD in as_str(knobs, "llmrig_api_key"):
-        problems += err(
-            "llmrig_api_key",
-            "holds a '*', which the proxy's header check reads as a wildcard (a value not shown: it is secret); "
-            "use letters and digits, or empty to generate one",
         )
     return problems
