@@ -125,6 +125,9 @@ def test_network_reach_is_loopback_unless_a_service_must_go_further(rendered: di
     assert allow["llamacpp.service"] == ["IPAddressDeny=any", "IPAddressAllow=localhost 192.168.7.0/24"]
     assert allow["open-webui.service"] == ["IPAddressDeny=any", "IPAddressAllow=localhost 192.168.7.0/24"]
     assert allow["ollama.service"] == []
+    # The default client list, [connected]: the networks preflight read (render_units.yml's stand-in).
+    default = _settings(_units(rendered, "cpu")["open-webui.service"])
+    assert [line for line in default if line.startswith("IPAddressAllow")] == ["IPAddressAllow=localhost 10.20.0.0/24"]
 
 
 def test_the_watchdog_is_root_without_any_capability(rendered: dict[str, Path]) -> None:

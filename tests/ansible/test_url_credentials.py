@@ -110,6 +110,8 @@ def test_pip_gets_the_index_credentials_from_its_0600_file_and_never_on_its_argv
         "llmrig_pip_find_links": [],
         "llmrig_pip_no_index": False,
         "vllm_cpu_torch_index_url": "",
+        # What the venv role decides before the install (roles/venv): a new venv to install into.
+        "venv_release": {"venv": str(tmp_path / "vllm" / "venv-0.0.1"), "switch": True, "missing": True},
     }
     (tmp_path / "vllm").mkdir()
     run = run_playbook(

@@ -120,10 +120,11 @@ def llmrig_dial_host(address: str, instead: str = "127.0.0.1") -> str:
     return values.dial_host(str(address), str(instead))
 
 
-def llmrig_ip_allow(bind: Any, client_cidrs: Any, *dialled: Any) -> list[str]:
+def llmrig_ip_allow(bind: Any, client_cidrs: Any, *dialled: Any, connected: list[str] | None = None) -> list[str]:
     """IPAddressAllow= entries of a unit (bench.rig.sandbox.ip_address_allow): loopback, the client
-    networks when ``bind`` is off loopback, each dialled address that is not loopback."""
-    return sandbox.ip_address_allow(bind, client_cidrs, dialled)
+    networks when ``bind`` is off loopback (``connected``: the host's networks, llmrig_host.networks),
+    each dialled address that is not loopback."""
+    return sandbox.ip_address_allow(bind, client_cidrs, dialled, connected)
 
 
 def llmrig_disk_errors(disk: dict[str, Any], weights_gb: float, headroom_gib: int, name: str) -> list[str]:
