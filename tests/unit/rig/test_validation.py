@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+import statistics
 from typing import Any
 
 import pytest
@@ -227,6 +228,19 @@ def test_bad_configuration_names_the_variable(
     errors = _errors(_problems(rendered, overrides))
     assert variable in [error.variable for error in errors], errors
     assert all(error.render().startswith(f"{error.variable}: ") for error in errors)
+
+
+def test_refusals_are_one_short_line(rendered_cpu: dict[str, Any], rendered_gpu: dict[str, Any]) -> None:
+    """Every refusal of the table above is one line of at most three 100-column lines, and half of
+    them fit in 100 characters (what an operator reads in a terminal without scrolling)."""
+    rendered = {"cpu": rendered_cpu, "gpu": rendered_gpu}
+    lengths = []
+    for host, overrides, variable in BAD:
+        (first,) = [e.render() for e in _errors(_problems(rendered[host], overrides)) if e.variable == variable][:1]
+        assert "\n" not in first, first
+        assert len(first) <= 300, first
+        lengths.append(len(first))
+    assert statistics.median(lengths) < 100, sorted(lengths)  # 87 rows today: 98
 
 
 @pytest.mark.parametrize(
