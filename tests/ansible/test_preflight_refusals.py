@@ -374,6 +374,20 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
     ),
     ("webui-port-taken", "cpu", "extra", {"open_webui_port": 18080, "hold": 18080}, "open_webui_port"),
     (
+        "proxy-port-taken",
+        "cpu",
+        "group",
+        {"reverse_proxy_enabled": True, "reverse_proxy_port": 18001, "hold": 18001},
+        "reverse_proxy_port",
+    ),
+    (
+        "proxy-address-not-here",
+        "cpu",
+        "host",
+        {"reverse_proxy_enabled": True, "reverse_proxy_host": "192.0.2.99"},
+        "reverse_proxy_host",
+    ),
+    (
         "malformed-preset",
         "cpu",
         "extra",

@@ -52,6 +52,9 @@ def _render(template: str, port: int, upstream: str, health_path: str = "/health
         "llmrig_config_dir": "/etc/llmrig",
         "reverse_proxy_host": host,
         "reverse_proxy_port": port,
+        # The default client list and what preflight read of the host's interfaces.
+        "llmrig_allowed_client_cidrs": ["connected"],
+        "llmrig_host": {"networks": ["192.168.1.0/24"]},
         "__reverse_proxy_engine": {"name": "vllm", "upstream": upstream, "health_path": health_path},
         "ansible_managed": "Ansible managed",  # the template module's default; debug has none
         "__template": text,
@@ -87,6 +90,18 @@ def test_the_unit_takes_the_key_from_a_file_and_never_prints_the_environment() -
     for line in ("CapabilityBoundingSet=", "NoNewPrivileges=true", "ProtectSystem=strict", "PrivateDevices=true"):
         assert line in unit.splitlines(), line
     assert "CapabilityBoundingSet=CAP_NET_BIND_SERVICE" in _render("llmrig-proxy.service.j2", 80, "127.0.0.1:8010")
+
+
+def test_the_unit_exchanges_packets_with_loopback_and_the_client_networks_only() -> None:
+    """Bound off loopback: loopback (the engine) and the client networks ("connected": the host's
+    networks), as the firewall admits them, and nothing else even where the firewall is off."""
+    lan = _render("llmrig-proxy.service.j2", 8001, "127.0.0.1:8010", host="0.0.0.0").splitlines()
+    assert [line for line in lan if line.startswith("IPAddress")] == [
+        "IPAddressDeny=any",
+        "IPAddressAllow=localhost 192.168.1.0/24",
+    ]
+    local = _render("llmrig-proxy.service.j2", 8001, "127.0.0.1:8010").splitlines()
+    assert "IPAddressAllow=localhost" in local
 
 
 def test_the_unit_passes_systemd_analyze(tmp_path: Path) -> None:

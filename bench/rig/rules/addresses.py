@@ -1,5 +1,5 @@
-"""The rule on bind addresses against the host: the active engine, and Open WebUI when it runs,
-bind an address this host has (preflight's ``llmrig_host_facts`` tries to bind each and reports
+"""The rule on bind addresses against the host: the active engine, Open WebUI and the API proxy
+when they run, bind an address this host has (preflight's ``llmrig_host_facts`` tries to bind each and reports
 ``addresses`` in the host facts; absent: nothing to check)."""
 
 from __future__ import annotations
@@ -10,15 +10,18 @@ from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_str, err
 
 # Every bind address knob; roles/preflight/tasks/facts.yml probes exactly these (a test keeps the two in step).
-ADDRESS_KNOBS = (*(engine.host_knob for engine in ENGINES), "open_webui_host")
+ADDRESS_KNOBS = (*(engine.host_knob for engine in ENGINES), "open_webui_host", "reverse_proxy_host")
 
 
 def rule_bind_addresses(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """The services that will start can bind their address on this host."""
     engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
-    used = [engine.host_knob] if engine else []
+    # vLLM off loopback is refused whatever the address (bench.rig.rules.proxy.rule_vllm_loopback).
+    used = [engine.host_knob] if engine and engine.host_knob != "vllm_host" else []
     if as_bool(knobs, "open_webui_enabled"):
         used.append("open_webui_host")
+    if as_bool(knobs, "reverse_proxy_enabled"):
+        used.append("reverse_proxy_host")
     probes = host.get("addresses") or {}
     problems: list[Problem] = []
     for knob in used:

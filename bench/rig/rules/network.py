@@ -60,6 +60,8 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
     exposed = []
     for knob in HOST_KNOBS:
         address = as_str(knobs, knob)
+        if knob == "vllm_host" and not _is_loopback(address):
+            continue  # refused whatever it is (bench.rig.rules.proxy.rule_vllm_loopback), never exposed
         if address != "localhost":
             try:
                 ipaddress.ip_address(address)
@@ -80,28 +82,33 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
 
 
 def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """With llmrig_firewall_enabled false nothing filters what reaches the active engine: one bound
-    off loopback needs llmrig_allow_unfiltered: true (its /health answers without the key), and an
-    engine without authentication (Ollama) off loopback is refused outright. vLLM never listens off
-    loopback (:func:`bench.rig.rules.proxy.rule_vllm_loopback`)."""
+    """With llmrig_firewall_enabled false nothing filters what reaches the active engine or the API
+    proxy but their units' address filters: one bound off loopback needs llmrig_allow_unfiltered:
+    true (/health answers without the key), and an engine without authentication (Ollama) off
+    loopback is refused outright. vLLM never listens off loopback
+    (:func:`bench.rig.rules.proxy.rule_vllm_loopback`)."""
     if as_bool(knobs, "llmrig_firewall_enabled"):
         return []
     engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
-    address = as_str(knobs, engine.host_knob) if engine else ""
-    if engine is None or _is_loopback(address):
+    if engine is None:
         return []
-    if not engine.api_key:
+    address = as_str(knobs, engine.host_knob)
+    if not engine.api_key and not _is_loopback(address):
         return err(
             engine.host_knob,
             f"is {address} with llmrig_firewall_enabled false, and {engine.title} has no authentication: every network "
             "that reaches the box could use it; bind it to 127.0.0.1 or set llmrig_firewall_enabled: true",
         )
-    if not as_bool(knobs, "llmrig_allow_unfiltered"):
-        return err(
-            "llmrig_allow_unfiltered",
-            f"{engine.host_knob} is {address} with llmrig_firewall_enabled false, so every network reaches the "
-            "engine (/health needs no key); enable the firewall, bind to 127.0.0.1, or set this true",
-        )
+    exposed = [(engine.host_knob, address)]
+    if as_bool(knobs, "reverse_proxy_enabled"):
+        exposed.append(("reverse_proxy_host", as_str(knobs, "reverse_proxy_host")))
+    for knob, bind in exposed:
+        if not _is_loopback(bind) and not as_bool(knobs, "llmrig_allow_unfiltered"):
+            return err(
+                "llmrig_allow_unfiltered",
+                f"{knob} is {bind} with llmrig_firewall_enabled false, so the firewall filters nothing in front "
+                "of it (/health needs no key); enable the firewall, bind to 127.0.0.1, or set this true",
+            )
     return []
 
 

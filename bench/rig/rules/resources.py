@@ -12,6 +12,9 @@ from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
 
+# The API proxy's unit (roles/reverse_proxy/vars/main.yml, _reverse_proxy_unit).
+PROXY_UNIT = "llmrig-proxy.service"
+
 # Knob -> (what it must be, whether it must exist already or is created by a role, the engine
 # it belongs to: checked only when that engine is the active one; None = always): the shared
 # ones here, each engine's from its row of the table. roles/preflight/tasks/facts.yml probes
@@ -92,10 +95,16 @@ def port_holder(host: Host, port: int | None, bind: str, ours: frozenset[str] | 
 
 def rule_port_free(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """The active engine's port is free on its address, or held by an llmrig engine unit (the
-    engine role stops the others before it starts this one, and restarts itself)."""
+    engine role stops the others before it starts this one, and restarts itself); with
+    reverse_proxy_enabled, the proxy's port too, or held by the proxy's own unit."""
     engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
     if engine is None:
         return []
     port, bind = as_int(knobs, engine.port_knob), as_str(knobs, engine.host_knob)
     holder = port_holder(host, port, bind, {spec.unit for spec in ENGINES})
-    return err(engine.port_knob, holder) if holder else []
+    problems = err(engine.port_knob, holder) if holder else []
+    if as_bool(knobs, "reverse_proxy_enabled"):  # the API proxy's port, or its own unit's (a re-run)
+        port, bind = as_int(knobs, "reverse_proxy_port"), as_str(knobs, "reverse_proxy_host")
+        holder = port_holder(host, port, bind, {PROXY_UNIT})
+        problems += err("reverse_proxy_port", holder) if holder else []
+    return problems

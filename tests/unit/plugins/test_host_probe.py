@@ -145,6 +145,7 @@ LISTENING = [
     {"address": "0.0.0.0", "port": 22, "pid": 10, "process": "sshd", "unit": "ssh.service"},
     {"address": "127.0.0.1", "port": 8000, "pid": 11, "process": "python3", "unit": "vllm.service"},
     {"address": "::", "port": 11434, "pid": 12, "process": "nc", "unit": "session-3.scope"},
+    {"address": "0.0.0.0", "port": 8001, "pid": 13, "process": "caddy", "unit": "llmrig-proxy.service"},
 ]
 
 
@@ -159,6 +160,13 @@ LISTENING = [
         ),
         ({"inference_engine": "ollama", "ollama_port": 8000}, []),  # vllm.service: the engine role stops it first
         ({"vllm_port": 9000}, []),
+        # The API proxy's port: its own unit may hold it (a re-run); nothing else may.
+        ({"reverse_proxy_enabled": True, "reverse_proxy_host": "0.0.0.0", "reverse_proxy_port": 8001}, []),
+        (
+            {"reverse_proxy_enabled": True, "reverse_proxy_host": "0.0.0.0", "reverse_proxy_port": 22},
+            ["reverse_proxy_port: 22 is already taken on 0.0.0.0 by sshd (pid 10, unit ssh.service)"],
+        ),
+        ({"reverse_proxy_enabled": False, "reverse_proxy_host": "0.0.0.0", "reverse_proxy_port": 22}, []),
     ],
 )
 def test_port_rule(changes: dict[str, Any], expected: list[str]) -> None:
@@ -202,12 +210,19 @@ def test_probe_address_binds_what_the_host_has_and_says_why_not() -> None:
     ("changes", "expected"),
     [
         ({}, []),
+        ({"vllm_host": "192.0.2.10"}, []),  # vLLM off loopback: rule_vllm_loopback refuses any such address
         (
-            {"vllm_host": "192.0.2.10"},
-            ["vllm_host: 192.0.2.10 is no address of this host (Cannot assign requested address); "
+            {"inference_engine": "llamacpp", "llamacpp_host": "192.0.2.10"},
+            ["llamacpp_host: 192.0.2.10 is no address of this host (Cannot assign requested address); "
              "use 127.0.0.1, 0.0.0.0 or one it has"],
         ),
-        ({"inference_engine": "ollama", "vllm_host": "192.0.2.10"}, []),  # vLLM does not start
+        ({"inference_engine": "ollama", "llamacpp_host": "192.0.2.10"}, []),  # llama.cpp does not start
+        ({"reverse_proxy_host": "192.0.2.10"}, []),  # the proxy is off
+        (
+            {"reverse_proxy_host": "192.0.2.10", "reverse_proxy_enabled": True},
+            ["reverse_proxy_host: 192.0.2.10 is no address of this host (Cannot assign requested address); "
+             "use 127.0.0.1, 0.0.0.0 or one it has"],
+        ),
         ({"open_webui_host": "192.0.2.10", "open_webui_enabled": False}, []),
         (
             {"open_webui_host": "192.0.2.10", "open_webui_enabled": True},
@@ -217,7 +232,8 @@ def test_probe_address_binds_what_the_host_has_and_says_why_not() -> None:
     ],
 )  # fmt: skip
 def test_bind_address_rule(changes: dict[str, Any], expected: list[str]) -> None:
-    knobs = {"inference_engine": "vllm", "open_webui_enabled": False, **dict.fromkeys(ADDRESS_KNOBS, "127.0.0.1")}
+    knobs = {"inference_engine": "vllm", "open_webui_enabled": False, "reverse_proxy_enabled": False,
+             **dict.fromkeys(ADDRESS_KNOBS, "127.0.0.1")}  # fmt: skip
     knobs |= changes
     host = {"addresses": {name: probe.probe_address(str(knobs[name])) for name in ADDRESS_KNOBS}}
     assert _rendered(rule_bind_addresses(knobs, host, "cpu", PRESET)) == expected

@@ -160,6 +160,7 @@ BAD = [
     ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 8080}, "reverse_proxy_port"),
     ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 0}, "reverse_proxy_port"),
     ("gpu", {"reverse_proxy_enabled": True, "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
+    ("gpu", {"reverse_proxy_enabled": True, "llmrig_firewall_enabled": False}, "llmrig_allow_unfiltered"),
     (
         "cpu",
         {"reverse_proxy_enabled": True, "inference_engine": "llamacpp", "llamacpp_host": "0.0.0.0"},
@@ -246,9 +247,11 @@ def test_refusals_are_one_short_line(rendered_cpu: dict[str, Any], rendered_gpu:
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"vllm_host": "0.0.0.0"},  # the firewall admits only the allowed client networks
+        {"inference_engine": "llamacpp", "llamacpp_host": "0.0.0.0"},  # the firewall admits the client networks
+        {"reverse_proxy_enabled": True},  # the same for the proxy
         {"llmrig_firewall_enabled": False},  # every engine on loopback
-        {"llmrig_firewall_enabled": False, "vllm_host": "0.0.0.0", "llmrig_allow_unfiltered": True},
+        {"llmrig_firewall_enabled": False, "llamacpp_host": "0.0.0.0", "llmrig_allow_unfiltered": True},
+        {"llmrig_firewall_enabled": False, "reverse_proxy_enabled": True, "llmrig_allow_unfiltered": True},
         {"llmrig_firewall_enabled": False, "ollama_host": "0.0.0.0"},  # Ollama is not the engine
         {"inference_engine": "ollama", "ollama_host": "0.0.0.0"},  # behind the firewall
     ],

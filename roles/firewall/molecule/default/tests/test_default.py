@@ -1,7 +1,8 @@
 """Real outcomes of the firewall role: ufw under systemd, and what a second network namespace
 can reach. The namespace ("client") is joined to the container by a veth pair; its address
 198.51.100.2 lies inside llmrig_allowed_client_cidrs (198.51.100.0/28), 198.51.100.200 outside.
-Stand-in listeners (python3 -m http.server) hold the engine's port 8000 and Open WebUI's 8080,
+Stand-in listeners (python3 -m http.server) hold the API proxy's port 8001 (vLLM itself stays on
+loopback) and Open WebUI's 8080,
 so a refused connection is the firewall's doing, not a missing server."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 HOST_SIDE = "198.51.100.1"
 ALLOWED = "198.51.100.2"
 OUTSIDE = "198.51.100.200"
-ENGINE_PORT = 8000
+ENGINE_PORT = 8001  # the API proxy's, in front of the engine
 OTHER_PORT = 8080  # Open WebUI's, bound to loopback here: not in the list
 SSH_PORT = 22
 
@@ -70,12 +71,13 @@ def test_ufw_is_active_and_denies_incoming_by_default(host: Any) -> None:
     assert host.service("ufw").is_enabled
 
 
-def test_only_ssh_and_the_engine_are_allowed(host: Any) -> None:
-    """The llmrig rules: SSH and vLLM's port from the client network, nothing for Open WebUI on loopback."""
+def test_only_ssh_and_the_api_proxy_are_allowed(host: Any) -> None:
+    """The llmrig rules: SSH and the API proxy's port from the client network, nothing for vLLM or
+    Open WebUI on loopback."""
     added = [line for line in host.check_output("ufw show added").splitlines() if line.startswith("ufw ")]
     assert added == [
         "ufw allow from 198.51.100.0/28 to any port 22 proto tcp comment 'llmrig ssh'",
-        "ufw allow from 198.51.100.0/28 to any port 8000 proto tcp comment 'llmrig vllm'",
+        "ufw allow from 198.51.100.0/28 to any port 8001 proto tcp comment 'llmrig reverse_proxy'",
     ]
 
 
