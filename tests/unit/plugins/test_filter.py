@@ -50,6 +50,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_disk_errors",
                 "llmrig_engine_units",
                 "llmrig_engine_knobs",
+                "llmrig_engine_authenticates",
                 "llmrig_deployment",
                 "llmrig_deployment_read",
                 "llmrig_native_tools",
@@ -117,6 +118,7 @@ def test_the_engine_table_filters() -> None:
     llmrig = load_file_module(PLUGIN, "llmrig_filters")
     assert llmrig.llmrig_engine_knobs("all", "endpoint")[:2] == ["vllm_host", "vllm_port"]
     assert llmrig.llmrig_engine_knobs("ollama", "gpus") == []
+    assert [llmrig.llmrig_engine_authenticates(name) for name in ("vllm", "llamacpp", "ollama")] == [True, True, False]
     knobs = {"vllm_tool_call_parser": "hermes", "vllm_enable_auto_tool_choice": True}
     assert llmrig.llmrig_native_tools("vllm", knobs, "") is True
     assert llmrig.llmrig_native_tools("llamacpp", knobs, "") is False
