@@ -57,6 +57,6 @@ def rule_watchdog_timing(knobs: Knobs, host: Host, device: str, preset: Preset) 
     if timeout is not None and interval is not None and timeout > interval:
         return err(
             "watchdog_check_timeout_s",
-            f"{timeout} is longer than watchdog_interval_s {interval}: a probe would outlast the interval",
+            f"{timeout} is longer than watchdog_interval_s ({interval}): a probe would outlast it",
         )
     return []

@@ -106,8 +106,8 @@ def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
         if not _is_loopback(bind) and not as_bool(knobs, "llmrig_allow_unfiltered"):
             return err(
                 "llmrig_allow_unfiltered",
-                f"{knob} is {bind} with llmrig_firewall_enabled false, so the firewall filters nothing in front "
-                "of it (/health needs no key); enable the firewall, bind to 127.0.0.1, or set this true",
+                f"{knob} is {bind} and llmrig_firewall_enabled is false: nothing filters its clients; "
+                "enable the firewall, bind to 127.0.0.1, or set this true",
             )
     return []
 

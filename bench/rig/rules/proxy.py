@@ -51,7 +51,7 @@ def _port_clashes(knobs: Knobs, port: int) -> list[Problem]:
     for knob in others:
         if as_int(knobs, knob) == port:
             return err(
-                "reverse_proxy_port", f"port {port} is already taken by {knob}; give reverse_proxy_port another port"
+                "reverse_proxy_port", f"{port} is {knob}'s port too; choose another"
             )
     return []
 

@@ -24,8 +24,9 @@ PINNED = {
 WEB_URL = re.compile(r"https?://([^\s/@]+@)?[^\s/@]+(/\S*)?")
 # Index URLs: '' leaves pip's default (or no extra index).
 INDEX_KNOBS = ("llmrig_pip_index_url", "vllm_cpu_torch_index_url")
-# Downloads that must name a web server.
+# Downloads (ansible.builtin.get_url): a web server, or an absolute file:/// URL (a local mirror).
 DOWNLOAD_KNOBS = ("ollama_archive_url", "nvidia_driver_cuda_keyring_url")
+FILE_URL = re.compile(r"file:///\S+")
 
 
 def _url(value: object) -> bool:
@@ -43,22 +44,22 @@ def rule_pinned_versions(knobs: Knobs, host: Host, device: str, preset: Preset) 
     for name, (pattern, example) in PINNED.items():
         value = knobs.get(name)
         if value is not None and pattern.fullmatch(str(value).strip()) is None:
-            problems += err(name, f"{value!r} is not one pinned release; give a version such as {example}")
+            problems += err(name, f"{value!r} is not one pinned release such as {example}")
     return problems
 
 
 def rule_sources(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
-    """Index and download URLs start with http:// or https://; find-links are absolute paths or
+    """Index URLs start with http:// or https://, downloads with those or file:///; find-links are absolute paths or
     such URLs; ``llmrig_pip_no_index`` has find-links to install from."""
     problems: list[Problem] = []
     for name in INDEX_KNOBS:
         value = knobs.get(name)
         if value not in (None, "") and not _url(value):
-            problems += err(name, f"{_shown(value)} is not an http(s):// URL; give the index's full URL or ''")
+            problems += err(name, f"{_shown(value)} is not an http(s):// URL (or '' for the default)")
     for name in DOWNLOAD_KNOBS:
         value = knobs.get(name)
-        if value is not None and not _url(value):
-            problems += err(name, f"{_shown(value)} is not an http(s):// URL to download from")
+        if value is not None and not (_url(value) or FILE_URL.fullmatch(str(value).strip())):
+            problems += err(name, f"{_shown(value)} is not an http(s):// or file:/// URL")
     extra = knobs.get("llmrig_pip_extra_index_urls")
     if not isinstance(extra, list):
         problems += err("llmrig_pip_extra_index_urls", f"needs a list of http(s):// URLs, got {_shown(extra)}")
