@@ -50,9 +50,7 @@ def _port_clashes(knobs: Knobs, port: int) -> list[Problem]:
         others.append("open_webui_port")
     for knob in others:
         if as_int(knobs, knob) == port:
-            return err(
-                "reverse_proxy_port", f"{port} is {knob}'s port too; choose another"
-            )
+            return err("reverse_proxy_port", f"{port} is {knob}'s port too; choose another")
     return []
 
 
