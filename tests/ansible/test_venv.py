@@ -57,6 +57,22 @@ def test_a_fresh_install_makes_the_venv_and_the_symlink_and_a_rerun_changes_noth
     assert _tree(tmp_path) == {"venv": f"-> {_name('1.0')}", _name("1.0"): "1.0"}
 
 
+def test_two_services_in_one_run_each_get_their_venv(tmp_path: Path) -> None:
+    """site.yml installs vLLM's venv, then Open WebUI's: the second service's decision is its own
+    (the first one's switch registered a result that must not stand in for it), twice over."""
+    links = [tmp_path / name / "venv" for name in ("engine", "webui")]
+    for link in links:
+        link.parent.mkdir()
+    extra = {"links": [str(link) for link in links], "label": "1.0", "pins": PINS["1.0"], "install_needed": True}
+    for _ in range(2):
+        run = run_playbook(PLAYBOOK, extra, check=False, tmp_path=tmp_path)
+        assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    for link in links:
+        assert link.readlink() == link.parent / _name("1.0")
+        assert sorted(entry.name for entry in link.parent.iterdir()) == ["venv", _name("1.0")]
+    assert run.changed == 0, run.changed_tasks  # the second run: nothing to switch
+
+
 def test_upgrades_keep_exactly_one_previous_venv(tmp_path: Path) -> None:
     (tmp_path / "app").mkdir()
     _run(tmp_path, "1.0", install=True)
