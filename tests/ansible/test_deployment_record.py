@@ -117,9 +117,10 @@ def test_with_the_proxy_clients_get_its_url_and_the_key_for_every_engine(tmp_pat
         "/etc/llmrig/api_key",
     )
     assert (endpoint.local_base_url, endpoint.health_url) == (PUBLISHED["local_base_url"], ollama["health_url"])
-    run, path = _render(tmp_path, PUBLISHED, reverse_proxy_enabled=True, reverse_proxy_host="192.168.1.50")
+    # An address of the host (preflight binds it): the test's namespace has 192.0.2.1 on its LAN.
+    run, path = _render(tmp_path, PUBLISHED, reverse_proxy_enabled=True, reverse_proxy_host="192.0.2.1")
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
-    assert read_deployment(path).endpoint.metrics_url == "http://192.168.1.50:8001/metrics"
+    assert read_deployment(path).endpoint.metrics_url == "http://192.0.2.1:8001/metrics"
 
 
 def test_a_part_that_does_not_fit_fails_the_task_naming_it(tmp_path: Path) -> None:
