@@ -582,20 +582,8 @@ def test_rotating_the_open_webui_admin_password(box: Box) -> None:
     assert again.changed == 0, again.changed_tasks
 
 
-def _socket_io_answer(box: Box, origin: str) -> tuple[int, str]:
-    """Open WebUI's Socket.IO endpoint's status and body, at its published port, for a polling
-    handshake from ``origin``."""
-    request = urllib.request.Request(f"http://127.0.0.1:{box.host_port(8080)}/ws/socket.io/?EIO=4&transport=polling")
-    request.add_header("Origin", origin)
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return int(answer.status), answer.read().decode(errors="replace")
-    except urllib.error.HTTPError as error:
-        return int(error.code), error.read().decode(errors="replace")
-
-
-def _cors(box: Box, path: str, origin: str, method: str = "GET") -> int:
-    """The status Open WebUI answers, at its published port, to a request from ``origin`` (a
+def _from_origin(box: Box, path: str, origin: str, method: str = "GET") -> tuple[int, str]:
+    """Open WebUI's status and body, at its published port, for a request from ``origin`` (a
     browser's CORS preflight for OPTIONS)."""
     request = urllib.request.Request(f"http://127.0.0.1:{box.host_port(8080)}{path}", method=method)
     request.add_header("Origin", origin)
@@ -603,21 +591,23 @@ def _cors(box: Box, path: str, origin: str, method: str = "GET") -> int:
         request.add_header("Access-Control-Request-Method", "GET")
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
-            return int(answer.status)
+            return int(answer.status), answer.read().decode(errors="replace")
     except urllib.error.HTTPError as error:
-        return int(error.code)
+        return int(error.code), error.read().decode(errors="replace")
 
 
 def test_open_webui_admits_its_own_origin_only(box: Box) -> None:
     """CORS (and the Socket.IO server that streams chats to the browser) accept the UI's own
     origin, open_webui_url here, and refuse any other: never '*'."""
     own = box.host_vars()["open_webui_url"]
-    assert _cors(box, "/api/config", own, "OPTIONS") == 200
-    assert _cors(box, "/api/config", "http://evil.example", "OPTIONS") == 400
+    assert _from_origin(box, "/api/config", own, "OPTIONS")[0] == 200
+    assert _from_origin(box, "/api/config", "http://evil.example", "OPTIONS")[0] == 400
     # Engine.IO checks the origin first; past it, this polling request is refused for its transport
     # (Open WebUI serves Socket.IO over WebSocket only), a refusal that names no origin.
-    assert _socket_io_answer(box, own) == (400, '"Invalid transport"')
-    assert _socket_io_answer(box, "http://evil.example") == (400, '"http://evil.example is not an accepted origin."')
+    socket_io = "/ws/socket.io/?EIO=4&transport=polling"
+    assert _from_origin(box, socket_io, own) == (400, '"Invalid transport"')
+    evil = "http://evil.example"
+    assert _from_origin(box, socket_io, evil) == (400, f'"{evil} is not an accepted origin."')
     assert _webui_env(box)["CORS_ALLOW_ORIGIN"] == own  # only this value: a failure prints no secret
 
 
