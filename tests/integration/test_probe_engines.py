@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,23 +24,9 @@ from bench.measure.probe.expect import TOOL_CHECKS
 from bench.measure.probe.result import latest_probe
 from tests import deployments
 from tests.helpers import BIN, REPO
-from tests.integration.test_real_engines import KEY, Server, start_llamacpp, start_vllm
+from tests.integration.test_real_engines import KEY, Server
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = start_vllm(tmp_path_factory.mktemp("vllm-probe") / "log")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def llamacpp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = start_llamacpp(tmp_path_factory.mktemp("llamacpp-probe") / "log")
-    yield server
-    server.stop()
 
 
 def _deployment(server: Server, folder: Path, engine: str, after: str) -> Path:
@@ -69,9 +54,9 @@ def _probe(deployment: Path, tmp_path: Path) -> tuple[subprocess.CompletedProces
     return done, results
 
 
-def test_vllm_probe_reports_what_the_tiny_base_model_lacks(vllm_server: Server, tmp_path: Path) -> None:
+def test_vllm_probe_reports_what_the_tiny_base_model_lacks(vllm: Server, tmp_path: Path) -> None:
     """Tool and reasoning checks fail as expected; context checks and thinking-off pass; JSON output fails."""
-    deployment = _deployment(vllm_server, tmp_path / "artifacts" / "box", "vllm", "vllm.entrypoints.openai.api_server")
+    deployment = _deployment(vllm, tmp_path / "artifacts" / "box", "vllm", "vllm.entrypoints.openai.api_server")
     done, results = _probe(deployment, tmp_path)
     assert done.returncode == 5, done.stdout + done.stderr
     assert "failed that the deployment does not explain: response_format_json_schema" in done.stderr
@@ -133,9 +118,9 @@ def _single(deployment: Path, results: Path, tag: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_llamacpp_probe_fails_only_as_expected(llamacpp_server: Server, tmp_path: Path) -> None:
+def test_llamacpp_probe_fails_only_as_expected(llamacpp: Server, tmp_path: Path) -> None:
     """Against llama.cpp: tool and reasoning checks fail as the preset says, the rest pass; exit 0."""
-    deployment = _deployment(llamacpp_server, tmp_path / "artifacts" / "box", "llamacpp", "--model")
+    deployment = _deployment(llamacpp, tmp_path / "artifacts" / "box", "llamacpp", "--model")
     done, results = _probe(deployment, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "expected failures only (tool_call_single" in done.stdout

@@ -15,7 +15,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,15 +88,6 @@ def start_llamacpp(log: Path, slots: int = 2) -> Server:
     return Server(command, env, log, port, 120)
 
 
-@pytest.fixture(scope="session")
-def llamacpp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = start_llamacpp(tmp_path_factory.mktemp("llamacpp") / "log")
-    yield server
-    server.stop()
-    # SIGTERM is a clean stop for systemd: the launcher waits for it and exits 0.
-    assert server.process.returncode == 0, server.log.read_text()[-2000:]
-
-
 def test_llamacpp_launcher_refuses_flags_it_cannot_honour(tmp_path: Path) -> None:
     """An extra argument the xllamacpp launcher does not know fails the start, naming the knob to fix."""
     command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", "m.gguf"]
@@ -139,13 +129,6 @@ def start_vllm(log: Path, *, kv_space_gib: int = 1, max_model_len: int = 2048, e
         *extra,
     ]
     return Server(command, env, log, port, 420)
-
-
-@pytest.fixture(scope="session")
-def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = start_vllm(tmp_path_factory.mktemp("vllm") / "log")
-    yield server
-    server.stop()
 
 
 def _bench(server: Server, tmp_path: Path, *args: str) -> dict[str, Any]:
