@@ -37,9 +37,8 @@ GPU_CASES = [
 
 
 # Every test below reads one parse: the command lines are rendered first, then vLLM is imported
-# once for all of them (the import costs far more than the parsing). The xdist group keeps
-# the module on one worker, so the renders and the import happen once.
-pytestmark = pytest.mark.xdist_group("vllm_flag_contract")
+# once for all of them (the import costs far more than the parsing), once per xdist worker that
+# runs tests of this module.
 CPU_TEMPLATE = "/opt/llmrig/vllm/chat-templates/qa.jinja"
 EXTRA = ["--max-cudagraph-capture-size", "16"]
 BAD = "--disable-log-requests"  # removed in vLLM 0.12
