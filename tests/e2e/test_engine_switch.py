@@ -168,25 +168,30 @@ def _assert_serves(box: Box, engine: str) -> None:
 
 
 def _converge(
-    box: Box, engine: str, *flags: str, check: tuple[str, ...] = (), again: bool = True
+    box: Box, engine: str, *flags: str, check: tuple[str, ...] = (), dry_run: bool = True, again: bool = True
 ) -> tuple[PlaybookRun, ...]:
-    """site.yml in check mode (with the flags ``check`` too; changes nothing), then twice: the
-    first run puts ``engine`` in charge, the second changes nothing (not run when ``again`` is
-    false). ``flags`` go to the check run and the first run. Returns the runs."""
-    before = {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()}
-    dry = box.play("site.yml", "--check", *flags, *check, inference_engine=engine)
-    assert dry.returncode == 0, dry.failed_tasks or dry.output[-4000:]
-    assert {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()} == before
+    """site.yml in check mode (with the flags ``check`` too; changes nothing; not run when
+    ``dry_run`` is false), then twice: the first run puts ``engine`` in charge, the second
+    changes nothing (not run when ``again`` is false). ``flags`` go to the check run and the
+    first run. Returns the runs."""
+    runs: list[PlaybookRun] = []
+    if dry_run:
+        before = {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()}
+        dry = box.play("site.yml", "--check", *flags, *check, inference_engine=engine)
+        assert dry.returncode == 0, dry.failed_tasks or dry.output[-4000:]
+        assert {unit: box.unit(unit)["ActiveState"] for unit in ENGINES.values()} == before
+        runs.append(dry)
     first = box.play("site.yml", *flags, inference_engine=engine)
     assert first.returncode == 0, first.failed_tasks or first.output[-4000:]
     _assert_only(box, engine)
     _assert_serves(box, engine)
-    if not again:
-        return dry, first
-    second = box.play("site.yml", inference_engine=engine)
-    assert second.returncode == 0, second.failed_tasks or second.output[-4000:]
-    assert second.changed == 0, second.changed_tasks
-    return dry, first, second
+    runs.append(first)
+    if again:
+        second = box.play("site.yml", inference_engine=engine)
+        assert second.returncode == 0, second.failed_tasks or second.output[-4000:]
+        assert second.changed == 0, second.changed_tasks
+        runs.append(second)
+    return tuple(runs)
 
 
 # The firewall tasks that call ufw to change something; a run with nothing to change skips them
@@ -787,9 +792,10 @@ def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
 
 
 def test_switch_to_ollama(box: Box) -> None:
-    """No second site.yml run and no verify.yml of its own: test_update_moves_only_the_changed_pin
+    """No check run (check mode on a switch to an engine not yet installed is test_switch_to_llamacpp's),
+    no second site.yml run and no verify.yml of its own: test_update_moves_only_the_changed_pin
     runs update.yml (engine.yml and verify.yml) twice on this box, the second changing nothing."""
-    _converge(box, "ollama", again=False)
+    _converge(box, "ollama", dry_run=False, again=False)
     # Pulled through /api/pull into OLLAMA_MODELS, owned by the service user.
     manifest = "/srv/llmrig/models/ollama/manifests/registry.ollama.ai/library/gemma3/270m"
     assert box.sh(f"stat -c %U {manifest}").stdout.strip() == "ollama"
