@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
@@ -23,32 +22,19 @@ import pytest
 from bench.codec import to_json
 from bench.measure.capacity import result as capacity_results
 from tests.helpers import BIN, REPO
-from tests.integration.test_real_engines import GGUF, KEY, LLAMACPP_LAUNCHER, MODELS, RIG, Server, _free_port
+from tests.integration.test_real_engines import KEY, Server
 
 pytestmark = pytest.mark.integration
 SLOTS = 2
 
 
-@pytest.fixture(scope="module")
-def two_slots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """llama.cpp as the llamacpp role runs it: two slots of 2,048 tokens, one thread, ChatML."""
-    port = _free_port()
-    command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", str(MODELS / GGUF)]
-    command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", "4096", "--parallel", str(SLOTS)]
-    command += ["--threads", "1", "--metrics", "--chat-template", "chatml"]
-    server = Server(
-        command, dict(os.environ, LLAMA_API_KEY=KEY), tmp_path_factory.mktemp("capacity") / "log", port, 120
-    )
-    yield server
-    server.stop()
-
-
-def test_llamacpp_capacity_is_its_slot_count(two_slots: Server, tmp_path: Path) -> None:
+def test_llamacpp_capacity_is_its_slot_count(llamacpp: Server, tmp_path: Path) -> None:
     """Streams up to the slot count pass, the first level beyond the slots fails on TTFT, so the
     answer is at most the slots (2 when the machine is quiet); one stream keeps the decode floor
     up to 1,024 prompt tokens; the capacity file matches its schema and reads back whole."""
+    assert llamacpp.command[llamacpp.command.index("--parallel") + 1] == str(SLOTS)  # the shared server's slots
     results = tmp_path / "results"
-    command = ["taskset", "-c", "0", str(BIN / "bench"), "capacity", "--base-url", two_slots.base_url]
+    command = ["taskset", "-c", "0", str(BIN / "bench"), "capacity", "--base-url", llamacpp.base_url]
     command += ["--api-key", KEY, "--tag", "integration", "--results-dir", str(results)]
     command += ["--min-decode", "2", "--max-ttft", "1.5", "--max-concurrency", "4", "--input-tokens", "64"]
     command += ["--output-tokens", "32", "--requests", "4", "--context-requests", "3", "--max-context", "1024"]
