@@ -23,6 +23,16 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 FAKES = REPO / "tests" / "fakes"
 GROUP_VARS = REPO / "group_vars" / "all"
+# Debian's prometheus, promtool, exporters and alertmanager, unpacked by scripts/testrig prometheus.
+MONITORING_BIN = REPO / "build" / "testrig" / "prometheus" / "usr" / "bin"
+
+
+def monitoring_binary(name: str) -> Path:
+    """The path of one of the rig's monitoring binaries; fails, naming the step, when it is missing."""
+    path = MONITORING_BIN / name
+    if not os.access(path, os.X_OK):
+        raise AssertionError(f"{path} is missing: run scripts/testrig prometheus (scripts/test does)")
+    return path
 
 # A network namespace of its own, with loopback (brought up), one LAN (TEST-NET-1, 192.0.2.0/24,
 # on a veth pair that exists only inside it) and no listener: what preflight sees of the host's
