@@ -49,6 +49,7 @@ KNOB_PREFIXES = (
     "open_webui_",
     "watchdog_",
     "reverse_proxy_",
+    "monitoring_",
     "engine_",
     "nvidia_driver_",
 )

@@ -101,6 +101,11 @@ def llmrig_engine_authenticates(engine: str) -> bool:
     return engines.engine_named(str(engine)).api_key
 
 
+def llmrig_engine_has_metrics(engine: str) -> bool:
+    """Whether the engine serves Prometheus /metrics (bench's engine table; Ollama does not)."""
+    return engines.engine_named(str(engine)).metrics is not None
+
+
 def llmrig_native_tools(engine: str, knobs: dict[str, Any], preset_tool_parser: str) -> bool:
     """Whether the engine takes OpenAI ``tools`` (bench.rig.open_webui.native_tools)."""
     return open_webui.native_tools(engines.engine_named(str(engine)), knobs, str(preset_tool_parser or ""))
@@ -352,6 +357,7 @@ class FilterModule:
             "llmrig_deployment_read": llmrig_deployment_read,
             "llmrig_engine_knobs": llmrig_engine_knobs,
             "llmrig_engine_authenticates": llmrig_engine_authenticates,
+            "llmrig_engine_has_metrics": llmrig_engine_has_metrics,
             "llmrig_native_tools": llmrig_native_tools,
             "llmrig_firewall_rules": llmrig_firewall_rules,
             "llmrig_firewall_stale": llmrig_firewall_stale,
