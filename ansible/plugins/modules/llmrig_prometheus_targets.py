@@ -14,7 +14,7 @@ description:
     the moment the module started (so a target's health is this check's, not an older scrape's),
     for up to O(timeout_s) seconds; fails on time-out naming the targets not scraped since.
   - Returns every target with its job, instance, health and last error, and those not up in RV(down).
-    It does not fail on a target that is down: the caller decides.
+    It does not fail on a target that is down; the caller decides.
   - Never changes anything.
 options:
   url:
