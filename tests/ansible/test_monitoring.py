@@ -140,8 +140,12 @@ def test_promtool_and_the_exporters_accept_the_rendered_files(tmp_path: Path, re
     promtool = str(monitoring_binary("promtool"))
     for name, text in rendered.items():
         config = tmp_path / f"{name}.yml"
-        config.write_text(text.replace("/etc/prometheus/llmrig-alerts.yml", str(rules)).replace(
-            "/etc/prometheus/llmrig/api_key", str(key)), encoding="utf-8")
+        config.write_text(
+            text.replace("/etc/prometheus/llmrig-alerts.yml", str(rules)).replace(
+                "/etc/prometheus/llmrig/api_key", str(key)
+            ),
+            encoding="utf-8",
+        )
         done = subprocess.run([promtool, "check", "config", str(config)], capture_output=True, text=True, check=False)
         assert done.returncode == 0, (name, done.stdout, done.stderr)
     done = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, check=False)
@@ -159,7 +163,10 @@ def test_promtool_and_the_exporters_accept_the_rendered_files(tmp_path: Path, re
         _render("alertmanager.yml.j2", _variables(monitoring_alert_receivers=receivers)), encoding="utf-8"
     )
     done = subprocess.run(
-        [str(monitoring_binary("amtool")), "check-config", str(alertmanager)], capture_output=True, text=True, check=False
+        [str(monitoring_binary("amtool")), "check-config", str(alertmanager)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
