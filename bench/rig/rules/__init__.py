@@ -17,7 +17,8 @@ and module options),
 :mod:`~bench.rig.rules.combinations` (knobs that only make sense together),
 :mod:`~bench.rig.rules.resources` (the paths and the port on the host),
 :mod:`~bench.rig.rules.addresses` (the bind addresses on the host),
-:mod:`~bench.rig.rules.open_webui` (Open WebUI's knobs and port), all reading their inputs
+:mod:`~bench.rig.rules.open_webui` (Open WebUI's knobs and port),
+:mod:`~bench.rig.rules.monitoring` (Prometheus' receivers, retention, port and address), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
 
@@ -54,6 +55,7 @@ from bench.rig.rules.host import (
     rule_parallelism,
 )
 from bench.rig.rules.knobs import Rule, gpus
+from bench.rig.rules.monitoring import rule_monitoring
 from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports
 from bench.rig.rules.open_webui import rule_open_webui, rule_open_webui_port_free
 from bench.rig.rules.proxy import rule_reverse_proxy, rule_vllm_loopback
@@ -86,6 +88,7 @@ RULES: tuple[Rule, ...] = (
     rule_network,
     rule_vllm_loopback,
     rule_reverse_proxy,
+    rule_monitoring,
     rule_firewall,
     rule_ssh_session,
     rule_exposure,
