@@ -15,7 +15,9 @@ rules (:func:`firewall_rules`):
   loopback, from the same networks;
 - the API proxy on ``reverse_proxy_port``, when ``reverse_proxy_enabled`` and its bind address is
   off loopback, from the same networks (the engine behind it listens on loopback, so its own port
-  gets no rule).
+  gets no rule);
+- Prometheus on ``monitoring_prometheus_port``, when ``monitoring_enabled`` and its bind address is
+  off loopback, from the same networks (preflight refuses it off loopback with the firewall off).
 
 Either list may hold the word ``connected``: the networks the box's interfaces are on
 (:mod:`bench.rig.networks`); IPv4 and IPv6 networks and sessions alike.
@@ -127,6 +129,8 @@ def firewall_rules(knobs: Mapping[str, Any], connection: Mapping[str, Any]) -> l
         services.append(("open_webui", "open_webui_host", "open_webui_port"))
     if truthy(knobs.get("reverse_proxy_enabled")):  # the engine then listens on loopback (preflight)
         services.append(("reverse_proxy", "reverse_proxy_host", "reverse_proxy_port"))
+    if truthy(knobs.get("monitoring_enabled")):
+        services.append(("prometheus", "monitoring_prometheus_host", "monitoring_prometheus_port"))
     for name, host_knob, port_knob in services:
         if _off_loopback(knobs.get(host_knob)):
             rules += [_rule(name, src, knobs.get(port_knob)) for src in clients]

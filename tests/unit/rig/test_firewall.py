@@ -72,6 +72,30 @@ def _allowed(rules: list[dict[str, Any]]) -> list[tuple[str, str, int]]:
                 ("llamacpp", "10.0.0.0/8", 8081),
             ],
         ),
+        (  # Prometheus off loopback gets its port from the client networks; on loopback (the default) none
+            {
+                "vllm_host": "127.0.0.1",
+                "open_webui_enabled": False,
+                "monitoring_enabled": True,
+                "monitoring_prometheus_host": "0.0.0.0",
+                "monitoring_prometheus_port": 9090,
+                "llmrig_allowed_client_cidrs": ["10.1.0.0/16"],
+            },
+            {"ansible_port": "", "ssh_connection": "10.1.0.9 40000 10.1.0.5 22"},
+            [("ssh", "10.1.0.0/16", 22), ("ssh", "10.1.0.9/32", 22), ("prometheus", "10.1.0.0/16", 9090)],
+        ),
+        (
+            {
+                "vllm_host": "127.0.0.1",
+                "open_webui_enabled": False,
+                "monitoring_enabled": True,
+                "monitoring_prometheus_host": "127.0.0.1",
+                "monitoring_prometheus_port": 9090,
+                "llmrig_allowed_client_cidrs": ["10.1.0.0/16"],
+            },
+            {"ansible_port": "", "ssh_connection": "10.1.0.9 40000 10.1.0.5 22"},
+            [("ssh", "10.1.0.0/16", 22), ("ssh", "10.1.0.9/32", 22)],
+        ),
         (  # llmrig_ssh_allowed_cidrs replaces the default sources; ansible_port without a session
             {"llmrig_ssh_allowed_cidrs": ["198.51.100.7"], "open_webui_enabled": "false", "vllm_host": "127.0.0.1"},
             {"ansible_port": "2200", "ssh_connection": ""},
