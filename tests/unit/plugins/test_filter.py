@@ -43,6 +43,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_artifacts_path",
                 "llmrig_check_input",
                 "llmrig_knob_candidates",
+                "llmrig_engine_has_metrics",
                 "llmrig_role_variables",
                 "llmrig_check",
                 "llmrig_dial_host",
