@@ -26,6 +26,7 @@ def test_there_are_roles() -> None:
         "engine",
         "firewall",
         "llamacpp",
+        "monitoring",
         "nvidia_driver",
         "ollama",
         "open_webui",
