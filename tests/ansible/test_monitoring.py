@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import REPO, ansible_render, load_file_module, monitoring_binary
+from tests.helpers import REPO, ansible_render, load_file_module, monitoring_binary, run_playbook
 
 pytestmark = pytest.mark.ansible
 
@@ -338,3 +338,37 @@ def test_without_the_key_the_engine_target_is_down(live: dict[str, Any]) -> None
     targets = _targets(live["url"])
     assert targets["engine"]["health"] == "down"
     assert "api_key" in targets["engine"]["last_error"]
+
+
+ENGINE_FACT = {
+    "name": "vllm",
+    "local_base_url": "http://127.0.0.1:8000/v1",
+    "health_url": "http://127.0.0.1:8000/health",
+}
+
+
+def test_check_mode_on_a_fresh_host_installs_or_stops_without_failing(tmp_path: Path) -> None:
+    """site.yml --check --tags monitoring on this machine, where none of the packages is installed:
+    enabled, it would install and configure (no file the packages bring is needed yet); disabled,
+    it stops nothing that does not exist and does not fail."""
+    enabled = run_playbook(
+        "site.yml", {"llmrig_engine": ENGINE_FACT}, flags=("--tags", "monitoring"), tmp_path=tmp_path
+    )
+    assert enabled.returncode == 0, enabled.failed_tasks or enabled.output[-2000:]
+    ran = [name for name in enabled.task_names if name.startswith("monitoring : ")]
+    assert any("install | Install Prometheus" in name for name in ran), ran
+    assert any("Write Prometheus' arguments" in name for name in ran), ran
+    assert not any(name.startswith("monitoring : disabled") for name in ran), ran
+    (tmp_path / "off").mkdir()
+    disabled = run_playbook(
+        "site.yml",
+        {"llmrig_engine": ENGINE_FACT, "monitoring_enabled": False},
+        flags=("--tags", "monitoring"),
+        tmp_path=tmp_path / "off",
+    )
+    assert disabled.returncode == 0, disabled.failed_tasks or disabled.output[-2000:]
+    ran = [name for name in disabled.task_names if name.startswith("monitoring : ")]
+    # No unit exists here, so the stop task loops over nothing.
+    assert not any(name.startswith("monitoring : disabled | Stop") for name in ran), ran
+    assert [name for name in ran if "install" in name] == []
+    assert "monitoring : disabled | Remove Prometheus' copy of the API key" in ran
