@@ -9,11 +9,13 @@ no gpu job."""
 from __future__ import annotations
 
 import http.server
+import json
 import shlex
 import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,11 @@ pytestmark = pytest.mark.ansible
 ROLE = REPO / "roles" / "monitoring"
 KEY = "Kq7wZt3xN8vR2mB5pL9sD4fG6hJ1cY0e"
 TARGETS = load_file_module(REPO / "ansible" / "plugins" / "modules" / "llmrig_prometheus_targets.py", "targets")
+BINARIES = {
+    "blackbox": "prometheus-blackbox-exporter",
+    "node": "prometheus-node-exporter",
+    "prometheus": "prometheus",
+}
 ENGINES = {
     "vllm": ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/health"),
     "llamacpp": ("http://127.0.0.1:8081/v1", "http://127.0.0.1:8081/health"),
@@ -249,8 +256,9 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> N
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Prometheus with the role's own arguments and scrape jobs (scraping every second), the real
-    blackbox exporter with the role's probes, and the fake engine; the node exporter's port is left
-    empty, so its target is down."""
+    blackbox and node exporters with the role's arguments (the node exporter's textfile directory
+    holding the role's headroom metric for this directory's mount, with a headroom larger than any
+    disk), and the fake engine."""
     tmp = tmp_path_factory.mktemp("prometheus")
     engine = _Engine()
     key = tmp / "api_key"
@@ -259,6 +267,14 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     rules = tmp / "llmrig-alerts.yml"
     rules.write_text((ROLE / "files" / "llmrig-alerts.yml").read_text(encoding="utf-8"), encoding="utf-8")
     prometheus_port, blackbox_port, node_port = _free_port(), _free_port(), _free_port()
+    textfile = tmp / "textfile"
+    textfile.mkdir()
+    mount = subprocess.run(
+        ["findmnt", "--noheadings", "--output", "TARGET", "--target", str(tmp)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     variables = _variables(
         "vllm",
         open_webui_enabled=False,
@@ -275,7 +291,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         _monitoring_blackbox_config_path=str(tmp / "blackbox.yml"),
         _monitoring_blackbox_address=f"127.0.0.1:{blackbox_port}",
         _monitoring_node_address=f"127.0.0.1:{node_port}",
+        _monitoring_textfile_dir=str(textfile),
+        __monitoring_models_mount={"stdout": mount + "\n"},
+        llmrig_disk_headroom_gib=2**20,  # 1 PiB: more than this disk has free
     )
+    (textfile / "llmrig_models_dir.prom").write_text(_render("llmrig_models_dir.prom.j2", variables), encoding="utf-8")
     (tmp / "prometheus.yml").write_text(_render("prometheus.yml.j2", variables), encoding="utf-8")
     (tmp / "blackbox.yml").write_text(_render("blackbox.yml.j2", variables), encoding="utf-8")
     processes: list[subprocess.Popen[bytes]] = []
@@ -283,16 +303,17 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     try:
         for name, args, port in (
             ("blackbox", _args("blackbox", variables), blackbox_port),
+            ("node", _args("node", variables), node_port),
             ("prometheus", [*_args("prometheus", variables), f"--storage.tsdb.path={tmp / 'data'}"], prometheus_port),
         ):
             log_path = tmp / f"{name}.log"
             log = log_path.open("w")
             logs.append(log)
-            binary = monitoring_binary("prometheus-blackbox-exporter" if name == "blackbox" else "prometheus")
+            binary = monitoring_binary(BINARIES[name])
             process = subprocess.Popen([str(binary), *args], stdout=log, stderr=log, cwd=tmp)
             processes.append(process)
             _wait_listening(port, process, log_path)
-        yield {"url": f"http://127.0.0.1:{prometheus_port}", "engine": engine, "key": key}
+        yield {"url": f"http://127.0.0.1:{prometheus_port}", "engine": engine, "key": key, "mount": mount}
     finally:
         for process in processes:
             process.terminate()
@@ -310,20 +331,39 @@ def _targets(url: str) -> dict[str, dict[str, Any]]:
 
 
 def test_prometheus_scrapes_the_engine_with_the_key_from_the_credentials_file(live: dict[str, Any]) -> None:
-    """Prometheus is ready; the engine's /metrics is up, reached with Bearer <the key> read from the
-    file (the trailing newline dropped); its health probe through the real blackbox exporter is up;
-    the node exporter's empty port is down, and the verify module lists it among the down targets."""
+    """Prometheus is ready; every target is up: the engine's /metrics, reached with Bearer <the key>
+    read from the file (its trailing newline dropped), its health probe through the real blackbox
+    exporter, the real node exporter, Prometheus itself."""
     with urllib.request.urlopen(f"{live['url']}/-/ready", timeout=10) as ready:
         assert ready.status == 200
     targets = _targets(live["url"])
     assert set(targets) == {"prometheus", "node", "engine", "engine_health"}
-    assert targets["engine"]["health"] == "up", targets["engine"]
+    assert {job: target["health"] for job, target in targets.items()} == dict.fromkeys(targets, "up"), targets
     assert f"Bearer {KEY}" in live["engine"].authorizations
-    assert targets["engine_health"]["health"] == "up", targets["engine_health"]
-    assert targets["prometheus"]["health"] == "up"
-    assert targets["node"]["health"] == "down"
-    result = TARGETS.wait({"url": live["url"], "timeout_s": 60, "interval_s": 0.5})
-    assert [target["job"] for target in result["down"]] == ["node"]
+
+
+def _query(url: str, expression: str) -> list[dict[str, Any]]:
+    query = urllib.parse.urlencode({"query": expression})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=10) as answer:
+        document = json.load(answer)
+    assert document["status"] == "success", document
+    result: list[dict[str, Any]] = document["data"]["result"]
+    return result
+
+
+def test_the_headroom_metric_joins_the_node_exporters_free_bytes(live: dict[str, Any]) -> None:
+    """The role's textfile metric, served by the real node exporter, carries the models disk's
+    mount point, so the disk alert's expression (free bytes below the headroom, joined on the
+    mount point) finds that disk when the headroom is larger than what is free."""
+    _targets(live["url"])  # every target scraped once
+    headroom = _query(live["url"], "llmrig_models_dir_headroom_bytes")
+    assert [(sample["metric"]["mountpoint"], sample["value"][1]) for sample in headroom] == [
+        (live["mount"], str(2**20 * 1024**3))
+    ]
+    low = _query(
+        live["url"], "node_filesystem_avail_bytes < on(mountpoint) group_left llmrig_models_dir_headroom_bytes"
+    )
+    assert {sample["metric"]["mountpoint"] for sample in low} == {live["mount"]}, low
 
 
 def test_without_the_key_the_engine_target_is_down(live: dict[str, Any]) -> None:
@@ -331,9 +371,9 @@ def test_without_the_key_the_engine_target_is_down(live: dict[str, Any]) -> None
     at all: the engine answers 401 or is not asked, and its target is down."""
     key: Path = live["key"]
     key.write_text("not-the-key\n", encoding="utf-8")
-    targets = _targets(live["url"])
-    assert targets["engine"]["health"] == "down"
-    assert "401" in targets["engine"]["last_error"]
+    result = TARGETS.wait({"url": live["url"], "timeout_s": 60, "interval_s": 0.5})
+    assert [target["job"] for target in result["down"]] == ["engine"], result
+    assert "401" in result["down"][0]["last_error"]
     key.unlink()
     targets = _targets(live["url"])
     assert targets["engine"]["health"] == "down"
