@@ -1,6 +1,7 @@
 """Rules on the monitoring knobs (``monitoring_*``): alert receivers of a known kind at a plain
-http(s) URL without credentials, Prometheus durations and sizes, a Prometheus port of its own,
-and Prometheus (which has no authentication) off loopback only behind the firewall."""
+http(s) URL without credentials, Prometheus durations and sizes, a Prometheus port of its own
+(no other llmrig service's, and free on the host unless Prometheus holds it), and Prometheus
+(which has no authentication) off loopback only behind the firewall."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
 from bench.rig.rules.network import is_loopback
+from bench.rig.rules.resources import port_holder
 
 RECEIVER_KINDS = ("alertmanager", "webhook")
+# Prometheus' unit (roles/monitoring/vars/main.yml, _monitoring_units): it may hold its own port (a re-run).
+PROMETHEUS_UNIT = "prometheus.service"
 # The exporters' ports on loopback (roles/monitoring/vars/main.yml: _monitoring_node_address,
 # _monitoring_blackbox_address, _monitoring_gpu_address, _monitoring_alertmanager_address).
 EXPORTER_PORTS: Mapping[str, int] = {
@@ -101,6 +105,8 @@ def rule_monitoring(knobs: Knobs, host: Host, device: str, preset: Preset) -> li
         )
     elif clash := _port_clash(knobs, port):
         problems += err("monitoring_prometheus_port", f"{port} is {clash}'s port too; choose another")
+    elif holder := port_holder(host, port, as_str(knobs, "monitoring_prometheus_host"), {PROMETHEUS_UNIT}):
+        problems += err("monitoring_prometheus_port", holder)
     address = as_str(knobs, "monitoring_prometheus_host")
     try:
         ipaddress.ip_address(address)
