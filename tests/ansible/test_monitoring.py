@@ -197,8 +197,9 @@ def test_the_daemons_listen_on_loopback_and_prometheus_keeps_its_lifecycle_api_o
     assert "--web.listen-address=127.0.0.1:9090" in prometheus
     assert "--storage.tsdb.retention.time=15d" in prometheus
     assert not [arg for arg in prometheus if "lifecycle" in arg or "retention.size" in arg]
-    sized = _args("prometheus", _variables(monitoring_retention_size="10GB"))
+    sized = _args("prometheus", _variables(monitoring_retention_size="10GB", monitoring_prometheus_host="::1"))
     assert "--storage.tsdb.retention.size=10GB" in sized
+    assert "--web.listen-address=[::1]:9090" in sized
     assert _args("node", _variables()) == [
         "--web.listen-address=127.0.0.1:9100",
         "--collector.textfile.directory=/var/lib/prometheus/node-exporter",
@@ -412,3 +413,11 @@ def test_check_mode_on_a_fresh_host_installs_or_stops_without_failing(tmp_path: 
     assert not any(name.startswith("monitoring : disabled | Stop") for name in ran), ran
     assert [name for name in ran if "install" in name] == []
     assert "monitoring : disabled | Remove Prometheus' copy of the API key" in ran
+
+
+def test_the_verify_module_fails_naming_what_it_waited_for() -> None:
+    """No Prometheus on the port: the module gives up after its time-out and says it got no answer."""
+    url = f"http://127.0.0.1:{_free_port()}"
+    result = TARGETS.wait({"url": url, "timeout_s": 1, "interval_s": 0.2})
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"Prometheus at {url}, after 1 s: {url}/api/v1/targets did not answer")
