@@ -1,6 +1,6 @@
-"""The rule on bind addresses against the host: the active engine, Open WebUI and the API proxy
-when they run, bind an address this host has (preflight's ``llmrig_host_facts`` tries to bind each and reports
-``addresses`` in the host facts; absent: nothing to check)."""
+"""The rule on bind addresses against the host: the active engine, Open WebUI, the API proxy and
+Prometheus when they run, bind an address this host has (preflight's ``llmrig_host_facts`` tries
+to bind each and reports ``addresses`` in the host facts; absent: nothing to check)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_str, err
 
 # Every bind address knob; roles/preflight/tasks/facts.yml probes exactly these (a test keeps the two in step).
-ADDRESS_KNOBS = (*(engine.host_knob for engine in ENGINES), "open_webui_host", "reverse_proxy_host")
+ADDRESS_KNOBS = (
+    *(engine.host_knob for engine in ENGINES),
+    "open_webui_host",
+    "reverse_proxy_host",
+    "monitoring_prometheus_host",
+)
 
 
 def rule_bind_addresses(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Problem]:
@@ -22,6 +27,8 @@ def rule_bind_addresses(knobs: Knobs, host: Host, device: str, preset: Preset) -
         used.append("open_webui_host")
     if as_bool(knobs, "reverse_proxy_enabled"):
         used.append("reverse_proxy_host")
+    if as_bool(knobs, "monitoring_enabled"):
+        used.append("monitoring_prometheus_host")
     probes = host.get("addresses") or {}
     problems: list[Problem] = []
     for knob in used:

@@ -224,6 +224,12 @@ def test_probe_address_binds_what_the_host_has_and_says_why_not() -> None:
              "use 127.0.0.1, 0.0.0.0 or one it has"],
         ),
         ({"open_webui_host": "192.0.2.10", "open_webui_enabled": False}, []),
+        ({"monitoring_prometheus_host": "192.0.2.10"}, []),  # monitoring is off
+        (
+            {"monitoring_prometheus_host": "192.0.2.10", "monitoring_enabled": True},
+            ["monitoring_prometheus_host: 192.0.2.10 is no address of this host (Cannot assign requested address); "
+             "use 127.0.0.1, 0.0.0.0 or one it has"],
+        ),
         (
             {"open_webui_host": "192.0.2.10", "open_webui_enabled": True},
             ["open_webui_host: 192.0.2.10 is no address of this host (Cannot assign requested address); "
@@ -233,7 +239,7 @@ def test_probe_address_binds_what_the_host_has_and_says_why_not() -> None:
 )  # fmt: skip
 def test_bind_address_rule(changes: dict[str, Any], expected: list[str]) -> None:
     knobs = {"inference_engine": "vllm", "open_webui_enabled": False, "reverse_proxy_enabled": False,
-             **dict.fromkeys(ADDRESS_KNOBS, "127.0.0.1")}  # fmt: skip
+             "monitoring_enabled": False, **dict.fromkeys(ADDRESS_KNOBS, "127.0.0.1")}  # fmt: skip
     knobs |= changes
     host = {"addresses": {name: probe.probe_address(str(knobs[name])) for name in ADDRESS_KNOBS}}
     assert _rendered(rule_bind_addresses(knobs, host, "cpu", PRESET)) == expected
