@@ -228,3 +228,29 @@ def test_an_unusable_port_exits_1_saying_why(
         port = taken.server_address[1]
         assert EXPORTER.main(["--listen", "127.0.0.1", "--port", str(port)]) == 1
     assert capsys.readouterr().err.startswith(f"<3>llmrig-gpu-exporter: cannot listen on 127.0.0.1:{port} (")
+
+
+def test_the_fake_speaks_the_real_bindings_protocol() -> None:
+    """Every call the fake answers exists in the installed nvidia-ml-py with as many required parameters,
+    its error classes nest the same way, and the exporter's constants are NVML's."""
+    import inspect  # noqa: PLC0415 (the real binding, imported here only)
+
+    import pynvml  # noqa: PLC0415
+
+    fake = fake_pynvml()
+    for name in dir(fake):
+        if name.startswith("nvml"):
+            real = inspect.signature(getattr(pynvml, name)).parameters.values()
+            required = [parameter for parameter in real if parameter.default is inspect.Parameter.empty]
+            assert len(required) == len(inspect.signature(getattr(fake, name)).parameters), name
+    assert issubclass(pynvml.NVMLError_NotSupported, pynvml.NVMLError)
+    assert pynvml.nvmlDeviceGetCurrentClocksThrottleReasons  # the fallback's name exists too
+    assert pynvml.NVML_TEMPERATURE_GPU == EXPORTER.NVML_TEMPERATURE_GPU
+    bits = {
+        "hw_slowdown": pynvml.nvmlClocksEventReasonHwSlowdown,
+        "hw_thermal_slowdown": pynvml.nvmlClocksEventReasonHwThermalSlowdown,
+        "hw_power_brake_slowdown": pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown,
+        "sw_thermal_slowdown": pynvml.nvmlClocksEventReasonSwThermalSlowdown,
+        "sw_power_cap": pynvml.nvmlClocksEventReasonSwPowerCap,
+    }
+    assert dict(EXPORTER.REASONS) == bits

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import FAKES, REPO, HealthEngine
+from tests.helpers import FAKES, REPO, HealthEngine, monitoring_binary
 
 SCRIPT = REPO / "roles" / "watchdog" / "files" / "llmrig-watchdog"
 FAKE_SYSTEMCTL = FAKES / "watchdog" / "systemctl"
@@ -613,6 +614,57 @@ def test_e2e_the_give_up_state_lands_in_the_textfile_directory_and_clears_on_rec
     assert gave_up_samples(metric) == {UNIT: 0.0}
     assert metric.stat().st_ino != inode
     assert os.listdir(textfiles) == ["llmrig-watchdog.prom"]  # no temporary file left behind
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def node_exporter_scrape(textfiles: Path) -> str:
+    """Debian's real node exporter, textfile collector only, reading ``textfiles``: one scrape."""
+    port = free_port()
+    command = [
+        str(monitoring_binary("prometheus-node-exporter")),
+        "--collector.disable-defaults",
+        "--collector.textfile",
+        f"--collector.textfile.directory={textfiles}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as exporter:
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                        return str(response.read().decode("utf-8"))
+                except OSError:
+                    assert exporter.poll() is None, exporter.stderr.read() if exporter.stderr else ""
+                    assert time.monotonic() < deadline, "node exporter did not answer in 20 s"
+                    time.sleep(0.1)
+        finally:
+            exporter.terminate()
+            exporter.wait(timeout=10)
+
+
+def test_e2e_the_real_node_exporter_serves_the_give_up_metric(
+    engine: HealthEngine, fake_unit: Path, tmp_path: Path
+) -> None:
+    textfiles = tmp_path / "node-exporter"
+    textfiles.mkdir()
+    fake_unit.write_text(json.dumps(props("failed", "signal")), encoding="utf-8")
+    config = write_config(tmp_path, engine.url, failures_before_restart=1, max_restarts=1)
+    state_file = tmp_path / "state.json"
+    state_file.write_text(json.dumps({"unit": UNIT, "failures": 0, "restarts": [time.time() - 60]}), encoding="utf-8")
+    assert run_tick(config, state_file, "--textfile", str(textfiles / "llmrig-watchdog.prom")).returncode == 0
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(node_exporter_scrape(textfiles))
+        for sample in family.samples
+    }
+    assert samples[("llmrig_watchdog_gave_up", (("unit", UNIT),))] == 1
+    assert samples[("node_textfile_scrape_error", ())] == 0
 
 
 def test_e2e_without_the_textfile_directory_nothing_is_written(
