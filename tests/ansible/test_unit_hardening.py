@@ -138,6 +138,18 @@ def test_the_watchdog_is_root_without_any_capability(rendered: dict[str, Path]) 
     assert "NoNewPrivileges=true" in settings
 
 
+def test_the_watchdog_may_write_only_its_give_up_metric_beside_its_state(rendered: dict[str, Path]) -> None:
+    """Its metric file goes into node exporter's textfile directory, the one place outside its state
+    directory it may write; "-": a host without monitoring (no such directory) still starts it."""
+    settings = _settings(_units(rendered, "cpu")["llmrig-watchdog.service"])
+    (command,) = [line for line in settings if line.startswith("ExecStart=")]
+    assert command.endswith(" --textfile /var/lib/prometheus/node-exporter/llmrig-watchdog.prom")
+    assert [line for line in settings if line.startswith("ReadWritePaths=")] == [
+        "ReadWritePaths=-/var/lib/prometheus/node-exporter"
+    ]
+    assert "ProtectSystem=strict" in settings
+
+
 @pytest.mark.parametrize(
     ("variant", "watchdog", "restart"), [("cpu", True, "Restart=no"), ("other", False, "Restart=always")]
 )

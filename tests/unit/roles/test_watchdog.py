@@ -14,14 +14,16 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import FAKES, REPO, HealthEngine
+from tests.helpers import FAKES, REPO, HealthEngine, monitoring_binary
 
 SCRIPT = REPO / "roles" / "watchdog" / "files" / "llmrig-watchdog"
 FAKE_SYSTEMCTL = FAKES / "watchdog" / "systemctl"
@@ -440,9 +442,10 @@ def write_config(tmp_path: Path, url: str, **changes: Any) -> Path:
     return path
 
 
-def run_tick(config: Path, state_file: Path) -> subprocess.CompletedProcess[str]:
+def run_tick(config: Path, state_file: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """One tick of the real script, with CLOCK_MONOTONIC fixed at BOOTED_US (as the fake systemctl's)."""
     command = [sys.executable, str(FIXED_CLOCK), str(SCRIPT), "--config", str(config), "--state", str(state_file)]
+    command += extra
     env = dict(os.environ, LLMRIG_FAKE_MONOTONIC_US=str(BOOTED_US))
     return subprocess.run(command, capture_output=True, text=True, timeout=30, check=False, env=env)
 
@@ -571,3 +574,111 @@ def test_e2e_an_engine_that_exited_0_by_itself_is_restarted_and_a_stopped_one_is
         run_tick(config, state_file)
     assert len(calls(tmp_path)) == 2
     assert engine.probes == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The give-up state as a metric for node exporter's textfile collector
+
+
+def gave_up_samples(path: Path) -> dict[str, float]:
+    """The file parsed as Prometheus' text format: unit label to value of llmrig_watchdog_gave_up."""
+    families = list(text_string_to_metric_families(path.read_text(encoding="utf-8")))
+    assert [(family.name, family.type) for family in families] == [("llmrig_watchdog_gave_up", "gauge")]
+    return {sample.labels["unit"]: sample.value for sample in families[0].samples}
+
+
+def test_e2e_the_give_up_state_lands_in_the_textfile_directory_and_clears_on_recovery(
+    engine: HealthEngine, fake_unit: Path, tmp_path: Path
+) -> None:
+    textfiles = tmp_path / "node-exporter"
+    textfiles.mkdir()
+    metric = textfiles / "llmrig-watchdog.prom"
+    fake_unit.write_text(json.dumps(props("failed", "signal")), encoding="utf-8")
+    config = write_config(tmp_path, engine.url, failures_before_restart=1, max_restarts=1)
+    state_file = tmp_path / "state.json"
+    state_file.write_text(json.dumps({"unit": UNIT, "failures": 0, "restarts": [time.time() - 60]}), encoding="utf-8")
+    first = run_tick(config, state_file, "--textfile", str(metric))
+    assert first.returncode == 0
+    assert "<3>giving up on vllm.service" in first.stdout
+    assert gave_up_samples(metric) == {UNIT: 1.0}
+    assert metric.read_text(encoding="utf-8").endswith('\nllmrig_watchdog_gave_up{unit="vllm.service"} 1\n')
+    assert metric.stat().st_mode & 0o777 == 0o644  # node exporter runs as another user
+    inode = metric.stat().st_ino
+    second = run_tick(config, state_file, "--textfile", str(metric))  # still given up: the file is left as it is
+    assert (second.returncode, second.stdout) == (0, "")
+    assert metric.stat().st_ino == inode
+    # The operator fixes it and starts it: healthy again, the metric goes back to 0 (a new file, renamed in).
+    fake_unit.write_text(json.dumps(props(InvocationID="inv-2")), encoding="utf-8")
+    third = run_tick(config, state_file, "--textfile", str(metric))
+    assert third.stdout == "<5>vllm.service healthy again\n"
+    assert gave_up_samples(metric) == {UNIT: 0.0}
+    assert metric.stat().st_ino != inode
+    assert os.listdir(textfiles) == ["llmrig-watchdog.prom"]  # no temporary file left behind
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def node_exporter_scrape(textfiles: Path) -> str:
+    """Debian's real node exporter, textfile collector only, reading ``textfiles``: one scrape."""
+    port = free_port()
+    command = [
+        str(monitoring_binary("prometheus-node-exporter")),
+        "--collector.disable-defaults",
+        "--collector.textfile",
+        f"--collector.textfile.directory={textfiles}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as exporter:
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                        return str(response.read().decode("utf-8"))
+                except OSError:
+                    assert exporter.poll() is None, exporter.stderr.read() if exporter.stderr else ""
+                    assert time.monotonic() < deadline, "node exporter did not answer in 20 s"
+                    time.sleep(0.1)
+        finally:
+            exporter.terminate()
+            exporter.wait(timeout=10)
+
+
+def test_e2e_the_real_node_exporter_serves_the_give_up_metric(
+    engine: HealthEngine, fake_unit: Path, tmp_path: Path
+) -> None:
+    textfiles = tmp_path / "node-exporter"
+    textfiles.mkdir()
+    fake_unit.write_text(json.dumps(props("failed", "signal")), encoding="utf-8")
+    config = write_config(tmp_path, engine.url, failures_before_restart=1, max_restarts=1)
+    state_file = tmp_path / "state.json"
+    state_file.write_text(json.dumps({"unit": UNIT, "failures": 0, "restarts": [time.time() - 60]}), encoding="utf-8")
+    assert run_tick(config, state_file, "--textfile", str(textfiles / "llmrig-watchdog.prom")).returncode == 0
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(node_exporter_scrape(textfiles))
+        for sample in family.samples
+    }
+    assert samples[("llmrig_watchdog_gave_up", (("unit", UNIT),))] == 1
+    assert samples[("node_textfile_scrape_error", ())] == 0
+
+
+def test_e2e_without_the_textfile_directory_nothing_is_written(
+    engine: HealthEngine, fake_unit: Path, tmp_path: Path
+) -> None:
+    metric = tmp_path / "node-exporter" / "llmrig-watchdog.prom"
+    done = run_tick(write_config(tmp_path, engine.url), tmp_path / "state.json", "--textfile", str(metric))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "<6>vllm.service is healthy (3600 s after start)\n", "")
+    assert not metric.parent.exists()
+
+
+def test_the_metric_escapes_the_unit_label() -> None:
+    state = WD.State(unit='odd"\\unit\n.service', gave_up=True)
+    path_text = WD.gave_up_metric(state)
+    families = list(text_string_to_metric_families(path_text))
+    assert families[0].samples[0].labels == {"unit": 'odd"\\unit\n.service'}
+    assert families[0].samples[0].value == 1.0
