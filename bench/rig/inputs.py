@@ -49,6 +49,7 @@ KNOB_PREFIXES = (
     "open_webui_",
     "watchdog_",
     "reverse_proxy_",
+    "grafana_",
     "engine_",
     "nvidia_driver_",
 )

@@ -40,6 +40,7 @@ SECTIONS = {
     "driver": "NVIDIA driver",
     "open_webui": "Open WebUI",
     "security": "Security",
+    "grafana": "Grafana",
 }
 LONG_MAPPING = 160  # a mapping default longer than this, written out, is summarised by its keys
 _MANAGED = re.compile(r"^Managed by llmrig[:.]\s*")

@@ -38,6 +38,7 @@ _PREFIXES = (
     "watchdog",
     "reverse_proxy",
     "open_webui",
+    "grafana",
     "nvidia_driver",
     "llmrig",
     "model",
@@ -55,6 +56,7 @@ STAGE = {
     "reverse_proxy": 6,
     "secrets": 7,
     "open_webui": 8,
+    "grafana": 9,
 }
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 
@@ -156,6 +158,7 @@ def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
     assert sorted(roles) == [
         "engine",
         "firewall",
+        "grafana",
         "llamacpp",
         "nvidia_driver",
         "ollama",
