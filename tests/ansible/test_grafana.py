@@ -6,13 +6,14 @@ Grafana itself cannot be installed here (its apt repository is not reachable): t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.dashboards import DATASOURCE_UID, load_all
-from tests.helpers import GROUP_VARS, REPO, ansible_render
+from tests.helpers import GROUP_VARS, REPO, ansible_render, run_playbook
 
 pytestmark = pytest.mark.ansible
 
@@ -107,3 +108,34 @@ def test_the_drop_in_binds_the_knobs_address_and_reads_the_password_from_a_file(
         if line.startswith("Environment=")
     )
     assert (other["GF_SERVER_HTTP_ADDR"], other["GF_SERVER_HTTP_PORT"]) == ("::", "3300")
+
+
+PROMETHEUS = {"monitoring_prometheus_host": "127.0.0.1", "monitoring_prometheus_port": 9090}
+
+
+def test_disabled_changes_nothing_where_grafana_was_never_installed(tmp_path: Path) -> None:
+    """grafana_enabled false (the default), for real: the role finds no unit to stop and changes nothing."""
+    run = run_playbook("tests/ansible/grafana_role.yml", PROMETHEUS, check=False, tmp_path=tmp_path)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert run.changed == 0
+    assert "grafana : disabled | Read whether Grafana's unit exists" in run.task_names
+    assert not any("Stop and disable" in name for name in run.task_names)
+
+
+def test_check_mode_on_a_host_without_grafana(tmp_path: Path) -> None:
+    """grafana_enabled true in check mode (the install step left out: it asks apt.grafana.com,
+    which this test's network namespace cannot reach): every expression of the configure and
+    run steps evaluates, the password would be generated, and nothing is written."""
+    run = run_playbook(
+        "tests/ansible/grafana_role.yml",
+        {**PROMETHEUS, "grafana_enabled": True},
+        flags=("--skip-tags", "grafana_install"),
+        tmp_path=tmp_path,
+    )
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert any(name.startswith("grafana : configure | Generate Grafana's admin password") for name in run.changed_tasks)
+    assert (
+        "grafana : configure | Create the drop-in's, the provisioning and the dashboards' directories"
+        in run.changed_tasks
+    )
+    assert not Path("/etc/systemd/system/grafana-server.service.d/llmrig.conf").exists()
