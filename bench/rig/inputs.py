@@ -50,6 +50,7 @@ KNOB_PREFIXES = (
     "watchdog_",
     "reverse_proxy_",
     "monitoring_",
+    "grafana_",
     "engine_",
     "nvidia_driver_",
 )

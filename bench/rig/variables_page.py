@@ -41,6 +41,7 @@ SECTIONS = {
     "open_webui": "Open WebUI",
     "monitoring": "Monitoring",
     "security": "Security",
+    "grafana": "Grafana",
 }
 LONG_MAPPING = 160  # a mapping default longer than this, written out, is summarised by its keys
 _MANAGED = re.compile(r"^Managed by llmrig[:.]\s*")

@@ -25,6 +25,7 @@ def test_there_are_roles() -> None:
     assert [role.name for role in ROLES] == [
         "engine",
         "firewall",
+        "grafana",
         "llamacpp",
         "monitoring",
         "nvidia_driver",

@@ -14,7 +14,18 @@ from tests.helpers import run_playbook
 pytestmark = pytest.mark.ansible
 
 PLAYBOOK = "tests/ansible/role_specs.yml"
-ROLES = ["firewall", "nvidia_driver", "engine", "vllm", "ollama", "llamacpp", "watchdog", "reverse_proxy", "secrets"]
+ROLES = [
+    "firewall",
+    "nvidia_driver",
+    "engine",
+    "vllm",
+    "ollama",
+    "llamacpp",
+    "watchdog",
+    "reverse_proxy",
+    "secrets",
+    "grafana",
+]
 BAD = [
     ("nvidia_driver", "nvidia_driver_source", "debian"),
     ("engine", "llmrig_pip_no_index", "perhaps"),
@@ -25,6 +36,7 @@ BAD = [
     ("reverse_proxy", "reverse_proxy_port", "eight thousand"),
     ("firewall", "llmrig_firewall_enabled", "maybe"),
     ("engine", "llmrig_secret_length", "long"),
+    ("grafana", "grafana_port", "three thousand"),
 ]
 
 

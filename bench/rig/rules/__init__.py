@@ -18,7 +18,8 @@ and module options),
 :mod:`~bench.rig.rules.resources` (the paths and the port on the host),
 :mod:`~bench.rig.rules.addresses` (the bind addresses on the host),
 :mod:`~bench.rig.rules.open_webui` (Open WebUI's knobs and port),
-:mod:`~bench.rig.rules.monitoring` (Prometheus' receivers, retention, port and address), all reading their inputs
+:mod:`~bench.rig.rules.monitoring` (Prometheus' receivers, retention, port and address),
+:mod:`~bench.rig.rules.grafana` (Grafana's address and port), all reading their inputs
 through :mod:`~bench.rig.rules.knobs`.
 """
 
@@ -44,6 +45,7 @@ from bench.rig.rules.engine import (
     rule_quantization,
 )
 from bench.rig.rules.firewall import rule_firewall_plan, rule_ssh_session
+from bench.rig.rules.grafana import rule_grafana
 from bench.rig.rules.host import (
     disk_problem,
     rule_cpu_memory,
@@ -105,5 +107,6 @@ RULES: tuple[Rule, ...] = (
     rule_visible_devices,
     rule_watchdog_timing,
     rule_vllm_only_settings,
+    rule_grafana,
     rule_kv_plan,  # last: it runs only when no other rule found an error
 )

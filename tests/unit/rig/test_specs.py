@@ -39,6 +39,7 @@ _PREFIXES = (
     "reverse_proxy",
     "open_webui",
     "monitoring",
+    "grafana",
     "nvidia_driver",
     "llmrig",
     "model",
@@ -57,6 +58,7 @@ STAGE = {
     "secrets": 7,
     "open_webui": 8,
     "monitoring": 9,
+    "grafana": 10,
 }
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 
@@ -158,6 +160,7 @@ def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
     assert sorted(roles) == [
         "engine",
         "firewall",
+        "grafana",
         "llamacpp",
         "monitoring",
         "nvidia_driver",

@@ -94,6 +94,8 @@ GOOD = [
         {"reverse_proxy_enabled": True, "inference_engine": "ollama", "reverse_proxy_port": 8000, "vllm_port": 8010},
     ),
     ("gpu", {"llmrig_api_key": "a" * 32}),
+    ("cpu", {"grafana_enabled": True}),
+    ("cpu", {"grafana_enabled": True, "grafana_host": "::1", "grafana_port": 8080, "open_webui_enabled": False}),
 ]
 
 
@@ -172,6 +174,11 @@ BAD = [
     ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 11434}, "reverse_proxy_port"),
     ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 8080}, "reverse_proxy_port"),
     ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 0}, "reverse_proxy_port"),
+    ("cpu", {"grafana_enabled": True, "grafana_port": 8000}, "grafana_port"),
+    ("cpu", {"grafana_enabled": True, "grafana_port": 8080}, "grafana_port"),
+    ("cpu", {"grafana_enabled": True, "grafana_port": 8001, "reverse_proxy_enabled": True}, "grafana_port"),
+    ("cpu", {"grafana_enabled": True, "grafana_port": 70000}, "grafana_port"),
+    ("cpu", {"grafana_enabled": True, "grafana_host": "localhost"}, "grafana_host"),
     ("gpu", {"reverse_proxy_enabled": True, "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"reverse_proxy_enabled": True, "llmrig_firewall_enabled": False}, "llmrig_allow_unfiltered"),
     (
@@ -403,6 +410,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_visible_devices": "vllm_extra_env",
         "rule_watchdog_timing": "watchdog_check_timeout_s",
         "rule_vllm_only_settings": "vllm_extra_args",
+        "rule_grafana": "grafana_port",
     }
     assert {rule.__name__ for rule in RULES} == set(produced)
     assert set(produced.values()) <= tested
