@@ -34,6 +34,7 @@ def monitoring_binary(name: str) -> Path:
         raise AssertionError(f"{path} is missing: run scripts/testrig prometheus (scripts/test does)")
     return path
 
+
 # A network namespace of its own, with loopback (brought up), one LAN (TEST-NET-1, 192.0.2.0/24,
 # on a veth pair that exists only inside it) and no listener: what preflight sees of the host's
 # TCP ports and networks is then the test's, not whatever else this machine runs. The playbook
