@@ -57,6 +57,9 @@ OPEN_WEBUI_VERSIONS = ("0.12.3", "0.12.4")
 OPEN_WEBUI = "http://127.0.0.1:8080"
 ADMIN_EMAIL = "admin@llmrig.example"
 WATCHDOG = {"interval": 5, "failures": 2, "restarts": 2}
+# Prometheus inside the box (the monitoring role, on by default): its address there and the
+# scrape interval the tier sets.
+PROMETHEUS = {"url": "http://127.0.0.1:9090", "interval": 5}
 # Known secrets, set for every run: none may show in any output, journal, process list or
 # readable file (test_no_secret_leaks). The Open WebUI ones pass through the secrets role (and
 # every run passes the firewall role); they must stay hidden too.
@@ -128,6 +131,8 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                 "watchdog_check_timeout_s": 5,
                 "open_webui_version": OPEN_WEBUI_VERSIONS[0],
                 "open_webui_url": webui_url,
+                # Prometheus scrapes and evaluates its rules every 5 s: the alert checks wait less.
+                "monitoring_scrape_interval": f"{PROMETHEUS['interval']}s",
                 **SECRETS,
             }
         )
@@ -244,6 +249,42 @@ def test_vllm_first(box: Box) -> None:
     assert box.unit("llmrig-watchdog.timer")["ActiveState"] == "active"
     _verify(box, "vllm", "-vvv")
     assert _key(box) == SECRETS["llmrig_api_key"]
+
+
+def _prometheus(box: Box, path: str) -> Any:
+    """A query of Prometheus' HTTP API inside the box (it listens on the box's loopback only)."""
+    status, answer = box.get(PROMETHEUS["url"] + path)
+    assert status == 200, (path, answer)
+    assert answer["status"] == "success", answer
+    return answer["data"]
+
+
+def _targets(box: Box) -> dict[str, str]:
+    return {target["labels"]["job"]: target["health"] for target in _prometheus(box, "/api/v1/targets")["activeTargets"]}
+
+
+def _firing(box: Box) -> set[str]:
+    return {alert["labels"]["alertname"] for alert in _prometheus(box, "/api/v1/alerts")["alerts"] if alert["state"] == "firing"}
+
+
+def test_prometheus_scrapes_every_part_of_the_box(box: Box) -> None:
+    """The monitoring role (on by default) installed Debian's Prometheus and exporters: every job of
+    a vLLM box is up (the engine's /metrics with the key from Prometheus' own 0600 copy, the
+    engine's and Open WebUI's health probes, the host), there is no gpu job on a host without
+    GPUs, the llmrig rules are loaded and none fires, and Prometheus listens on loopback only."""
+    expected = {"prometheus": "up", "node": "up", "engine": "up", "engine_health": "up", "open_webui": "up"}
+    _wait_for(lambda: _targets(box) == expected, PROMETHEUS["interval"] * 4 + 10, f"targets {expected}")
+    groups = {group["name"]: group for group in _prometheus(box, "/api/v1/rules")["groups"]}
+    assert set(groups) == {"llmrig"}
+    assert {"EngineDown", "WatchdogGaveUp", "KVCacheAlmostFull"} <= {rule["name"] for rule in groups["llmrig"]["rules"]}
+    assert all(rule["health"] == "ok" for rule in groups["llmrig"]["rules"]), groups["llmrig"]["rules"]
+    assert _firing(box) == set()
+    # The engine job really carries vLLM's samples (a scrape refused for the key would be down).
+    tokens = _prometheus(box, "/api/v1/query?query=vllm:generation_tokens_total")["result"]
+    assert tokens and tokens[0]["metric"]["job"] == "engine", tokens
+    assert box.sh("stat -c '%U %a' /etc/prometheus/llmrig/api_key").stdout.split() == ["prometheus", "600"]
+    listening = box.sh("ss -Hltn 'sport = :9090'").stdout.split()
+    assert "127.0.0.1:9090" in listening and "0.0.0.0:9090" not in listening and "*:9090" not in listening, listening
 
 
 # A streamed chat completion through the official OpenAI client that the vLLM venv carries; the
@@ -779,6 +820,8 @@ def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
         assert log.count("giving up on llamacpp.service") == 1, log
         assert log.count("restarting llamacpp.service") == restarts, log
         assert box.unit("llamacpp.service")["ActiveState"] == "failed"
+        # The give-up reaches Prometheus through node exporter's textfile collector, and its alert fires.
+        _wait_for(lambda: "WatchdogGaveUp" in _firing(box), PROMETHEUS["interval"] * 4 + 10, "the WatchdogGaveUp alert")
     finally:
         box.sh(f"mv {model}.away {model}")
     # site.yml puts the engine back, and the watchdog watches it again. Run without the rotated
@@ -789,6 +832,8 @@ def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
     assert _key(box) == SECRETS["llmrig_api_key"]
     assert box.get("http://127.0.0.1:8081/v1/models", SECRETS["llmrig_api_key"])[0] == 200
     assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 401
+    # The watchdog watches again and says so: the alert clears.
+    _wait_for(lambda: "WatchdogGaveUp" not in _firing(box), PROMETHEUS["interval"] * 6 + 10, "the WatchdogGaveUp alert clearing")
 
 
 def test_switch_to_ollama(box: Box) -> None:
@@ -934,6 +979,8 @@ def test_no_secret_leaks(box: Box) -> None:
         "process command lines": box.sh("cat /var/tmp/llmrig-ps.log").stdout,
         "unit files": box.sh("find /etc/systemd/system -type f -exec cat {} +").stdout,
         "/etc/llmrig": box.sh("find /etc/llmrig -type f ! -perm 0600 -exec cat {} +").stdout,
+        # Prometheus' configuration names the key's file only (authorization.credentials_file).
+        "/etc/prometheus": box.sh("find /etc/prometheus -type f ! -path '/etc/prometheus/llmrig/*' -exec cat {} +").stdout,
     }
     # The sampler saw the engines' processes, and the readable files include deployment.json.
     assert "/opt/llmrig/vllm/venv/bin/" in places["process command lines"]
