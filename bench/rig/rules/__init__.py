@@ -12,6 +12,7 @@ and module options),
 :mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall),
 :mod:`~bench.rig.rules.firewall` (the SSH networks against this run's session),
 :mod:`~bench.rig.rules.proxy` (vLLM on loopback, the authenticating proxy),
+:mod:`~bench.rig.rules.tls` (HTTPS in front of Open WebUI),
 :mod:`~bench.rig.rules.secrets` (each secret knob's length and alphabet),
 :mod:`~bench.rig.rules.sources` (pinned versions, index and download URLs),
 :mod:`~bench.rig.rules.combinations` (knobs that only make sense together),
@@ -57,6 +58,7 @@ from bench.rig.rules.knobs import Rule, gpus
 from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports
 from bench.rig.rules.open_webui import rule_open_webui, rule_open_webui_port_free
 from bench.rig.rules.proxy import rule_reverse_proxy, rule_vllm_loopback
+from bench.rig.rules.tls import rule_tls
 from bench.rig.rules.resources import rule_paths, rule_port_free
 from bench.rig.rules.secrets import rule_secrets
 from bench.rig.rules.sources import rule_pinned_versions, rule_sources
@@ -86,6 +88,7 @@ RULES: tuple[Rule, ...] = (
     rule_network,
     rule_vllm_loopback,
     rule_reverse_proxy,
+    rule_tls,
     rule_firewall,
     rule_ssh_session,
     rule_exposure,
