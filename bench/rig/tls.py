@@ -61,7 +61,7 @@ def acme_name_problem(name: str) -> str:
     except ValueError:
         pass
     else:
-        return f"{name!r} is an IP address; ACME issues for public DNS names only (leave tls_acme_email empty for tls internal)"
+        return f"{name!r} is an IP address; ACME issues for public DNS names (leave tls_acme_email empty: tls internal)"
     if not HOST_NAME.fullmatch(name):
         return f"{name!r} is not a DNS name"
     lowered = name.lower().rstrip(".")

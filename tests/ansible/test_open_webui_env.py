@@ -49,7 +49,8 @@ def test_without_a_public_url_cors_lists_loopback_and_the_hosts_own_names(tmp_pa
     assert f"http://{socket.gethostname().lower()}:8080" in origins
     assert all(origin.startswith("http://") and origin.endswith(":8080") for origin in origins), origins
     assert "WEBUI_URL" not in env
-    assert "WEBUI_SESSION_COOKIE_SECURE" not in env and "FORWARDED_ALLOW_IPS" not in env
+    assert "WEBUI_SESSION_COOKIE_SECURE" not in env
+    assert "FORWARDED_ALLOW_IPS" not in env
     assert (env["WEBUI_ADMIN_PASSWORD"], env["OPENAI_API_KEYS"]) == ("test-admin_password-value", "test-api_key-value")
 
 

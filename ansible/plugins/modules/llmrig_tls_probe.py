@@ -93,12 +93,14 @@ def _https(params: dict[str, Any]) -> dict[str, Any]:
     raw = socket.create_connection((params["address"], params["https_port"]), timeout=params["timeout_s"])
     with context.wrap_socket(raw, server_hostname=params["server_name"]) as tls:
         cert = tls.getpeercert() or {}
-        connection = http.client.HTTPConnection(params["server_name"], params["https_port"], timeout=params["timeout_s"])
-        connection.sock = tls  # type: ignore[assignment]
+        connection = http.client.HTTPConnection(
+            params["server_name"], params["https_port"], timeout=params["timeout_s"]
+        )
+        connection.sock = tls
         connection.request("GET", "/")
         status = connection.getresponse().status
     not_after = str(cert.get("notAfter", ""))
-    issuer = dict(item for part in cert.get("issuer", ()) for item in part).get("commonName", "")
+    issuer = next((str(item[1]) for part in cert.get("issuer", ()) for item in part if item[0] == "commonName"), "")
     return {
         "not_after": not_after,
         "days_left": round((ssl.cert_time_to_seconds(not_after) - time.time()) / 86400, 2),

@@ -58,10 +58,10 @@ from bench.rig.rules.knobs import Rule, gpus
 from bench.rig.rules.network import rule_exposure, rule_firewall, rule_network, rule_ports
 from bench.rig.rules.open_webui import rule_open_webui, rule_open_webui_port_free
 from bench.rig.rules.proxy import rule_reverse_proxy, rule_vllm_loopback
-from bench.rig.rules.tls import rule_tls
 from bench.rig.rules.resources import rule_paths, rule_port_free
 from bench.rig.rules.secrets import rule_secrets
 from bench.rig.rules.sources import rule_pinned_versions, rule_sources
+from bench.rig.rules.tls import rule_tls
 
 __all__ = ["RULES", "Rule", "disk_problem", "gpus"]
 

@@ -112,7 +112,7 @@ def test_good_configurations_pass(host: str, overrides: dict[str, Any], request:
     assert _errors(_problems(rendered, overrides)) == []
 
 
-BAD = [
+BAD: list[tuple[str, dict[str, Any], str]] = [
     # ACME cannot issue for an address, a private name or no name; its challenges need port 80 or 443.
     ("gpu", {**PUBLIC, "tls_server_name": "192.168.1.50"}, "tls_server_name"),
     ("gpu", {**PUBLIC, "tls_server_name": "box.lan"}, "tls_server_name"),
