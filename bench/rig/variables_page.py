@@ -39,6 +39,7 @@ SECTIONS = {
     "reverse_proxy": "API proxy",
     "driver": "NVIDIA driver",
     "open_webui": "Open WebUI",
+    "tls": "HTTPS in front of Open WebUI",
     "security": "Security",
 }
 LONG_MAPPING = 160  # a mapping default longer than this, written out, is summarised by its keys
