@@ -5,10 +5,11 @@ and the proxy's ports its own."""
 from __future__ import annotations
 
 from bench.rig.engines import ENGINES
+from bench.rig.open_webui_inputs import url_problem
 from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
-from bench.rig.rules.network import is_loopback
+from bench.rig.rules.network import HOST_KNOBS, is_loopback
 from bench.rig.tls import acme_name_problem, tls_on
 
 TLS_PORT_KNOBS = ("tls_https_port", "tls_http_port")
@@ -77,7 +78,15 @@ def rule_tls(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Prob
             f"is {bind} with tls_enabled true{unfiltered}: Open WebUI would serve passwords in plain HTTP beside the "
             "HTTPS site; bind it to 127.0.0.1 (the proxy reaches it there) or set tls_enabled: false",
         )
-    if as_str(knobs, "open_webui_url"):
+    if not knobs.get("llmrig_allowed_client_cidrs") and all(is_loopback(as_str(knobs, k)) for k in HOST_KNOBS):
+        # (with another service off loopback, rule_network already says the list is empty)
+        problems += err(
+            "llmrig_allowed_client_cidrs",
+            "is empty but the HTTPS site in front of Open WebUI (tls_enabled) listens on every interface; "
+            "list the client networks",
+        )
+    url = as_str(knobs, "open_webui_url")
+    if url and not url_problem(url.rstrip("/")):  # (rule_open_webui names a malformed one)
         problems += err(
             "open_webui_url",
             "must be '' with tls_enabled true: WEBUI_URL is then https://tls_server_name (with tls_https_port)",

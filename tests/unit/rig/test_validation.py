@@ -127,6 +127,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("gpu", {"open_webui_host": "192.168.1.10"}, "open_webui_host"),
     ("gpu", {"open_webui_url": "https://chat.example.org"}, "open_webui_url"),
     # The proxy's ports are its own.
+    ("gpu", {"llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),  # the HTTPS site is on 0.0.0.0
     ("gpu", {"tls_https_port": 8080}, "tls_https_port"),
     ("gpu", {"tls_http_port": 8000}, "tls_http_port"),
     ("gpu", {"tls_http_port": 443}, "tls_http_port"),
