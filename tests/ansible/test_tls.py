@@ -17,6 +17,7 @@ import socket
 import socketserver
 import ssl
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ import pytest
 import yaml
 
 from bench.rig.firewall import firewall_rules
-from tests.helpers import REPO, ansible_render
+from tests.helpers import BIN, REPO, ansible_render
 
 pytestmark = pytest.mark.ansible
 
@@ -296,6 +297,34 @@ def test_a_websocket_upgrade_reaches_open_webui_and_carries_frames(site: Site) -
         while len(echoed) < 7:
             echoed += tls.recv(64)
         assert echoed == b"\x81\x05hello"
+
+
+def _probe(**args: Any) -> tuple[int, dict[str, Any]]:
+    """The role's llmrig_tls_probe module, run by ansible on this machine; its exit code and result."""
+    env = {**os.environ, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
+    command = [str(BIN / "ansible"), "localhost", "-c", "local", "-i", "localhost,", "-m", "llmrig_tls_probe"]
+    command += ["-e", f"ansible_python_interpreter={sys.executable}"]
+    done = subprocess.run(
+        [*command, "-a", json.dumps(args)], cwd=REPO, env=env, capture_output=True, text=True, check=False, timeout=120
+    )
+    result: dict[str, Any] = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return done.returncode, result
+
+
+def test_the_probe_module_reports_the_expiry_and_the_redirect(site: Site) -> None:
+    """What site.yml and verify.yml run: the certificate for the name verifies against the root,
+    expires within Caddy's 12-hour lifetime, and plain HTTP answers 308 to the name; another name
+    or the system's store alone fails the task."""
+    code, found = _probe(https_port=site.https, http_port=site.http, server_name=NAME, ca_file=str(site.root))
+    assert code == 0, found.get("msg")
+    assert 0 < found["days_left"] <= 0.5
+    assert found["issuer"].startswith("Caddy Local Authority")
+    assert (found["https_status"], found["http_status"]) == (200, 308)
+    assert found["http_location"] == f"https://{NAME}:{site.https}/"
+    for wrong in ({"server_name": "other.box.lan", "ca_file": str(site.root)}, {"server_name": NAME, "ca_file": ""}):
+        code, found = _probe(https_port=site.https, **wrong)
+        assert code != 0
+        assert found["msg"].startswith(f"HTTPS to {wrong['server_name']} at 127.0.0.1:{site.https} failed"), found
 
 
 def test_the_api_site_is_unchanged_beside_the_https_site(site: Site) -> None:
