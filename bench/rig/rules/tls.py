@@ -78,8 +78,14 @@ def rule_tls(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Prob
             f"is {bind} with tls_enabled true{unfiltered}: Open WebUI would serve passwords in plain HTTP beside the "
             "HTTPS site; bind it to 127.0.0.1 (the proxy reaches it there) or set tls_enabled: false",
         )
-    if not knobs.get("llmrig_allowed_client_cidrs") and all(is_loopback(as_str(knobs, k)) for k in HOST_KNOBS):
-        # (with another service off loopback, rule_network already says the list is empty)
+    proxy_bind = as_str(knobs, "reverse_proxy_host")
+    proxy_off_loopback = as_bool(knobs, "reverse_proxy_enabled") and not is_loopback(proxy_bind)
+    if (
+        not knobs.get("llmrig_allowed_client_cidrs")
+        and not proxy_off_loopback
+        and all(is_loopback(as_str(knobs, k)) for k in HOST_KNOBS)
+    ):
+        # (with another service off loopback, rule_network or rule_reverse_proxy already says the list is empty)
         problems += err(
             "llmrig_allowed_client_cidrs",
             "is empty but the HTTPS site in front of Open WebUI (tls_enabled) listens on every interface; "
