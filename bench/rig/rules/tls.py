@@ -10,6 +10,7 @@ from bench.rig.presets import Preset
 from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
 from bench.rig.rules.network import HOST_KNOBS, is_loopback
+from bench.rig.rules.resources import PROXY_UNIT, port_holder
 from bench.rig.tls import acme_name_problem, tls_on
 
 TLS_PORT_KNOBS = ("tls_https_port", "tls_http_port")
@@ -27,7 +28,9 @@ def _taken(knobs: Knobs) -> dict[str, int | None]:
     return {knob: as_int(knobs, knob) for knob in knobs_taken}
 
 
-def _port_problems(knobs: Knobs) -> list[Problem]:
+def _port_problems(knobs: Knobs, host: Host) -> list[Problem]:
+    """Each of the proxy's two ports is a port, no other service's, and free on the host (or held by
+    the proxy's own unit: a re-run)."""
     problems: list[Problem] = []
     taken = _taken(knobs)
     for knob in TLS_PORT_KNOBS:
@@ -38,6 +41,8 @@ def _port_problems(knobs: Knobs) -> list[Problem]:
         owner = next((other for other, value in taken.items() if value == port), None)
         if owner is not None:
             problems += err(knob, f"port {port} is already taken by {owner}; give {knob} another port")
+        elif holder := port_holder(host, port, "0.0.0.0", {PROXY_UNIT}):
+            problems += err(knob, holder)
         taken[knob] = port
     return problems
 
@@ -97,4 +102,4 @@ def rule_tls(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Prob
             "open_webui_url",
             "must be '' with tls_enabled true: WEBUI_URL is then https://tls_server_name (with tls_https_port)",
         )
-    return problems + _port_problems(knobs)
+    return problems + _port_problems(knobs, host)
