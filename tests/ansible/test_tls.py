@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import socketserver
@@ -371,7 +372,7 @@ def test_acme_asks_the_public_ca_with_the_email(tmp_path: Path) -> None:
 def test_the_https_site_alone_runs_the_proxy_without_the_key(tmp_path: Path) -> None:
     """Only HTTPS for Open WebUI (no API proxy): no API site, no key file, the capability to bind
     443 and 80, loopback and the client networks only (tls internal needs no internet), and the
-    unit passes systemd-analyze verify."""
+    unit passes systemd-analyze verify with an exposure score of 2.0 or below."""
     knobs = _knobs(reverse_proxy_enabled=False)
     caddyfile = _render("Caddyfile.j2", knobs)
     assert "LLMRIG_API_KEY" not in caddyfile
@@ -386,6 +387,12 @@ def test_the_https_site_alone_runs_the_proxy_without_the_key(tmp_path: Path) -> 
     path.write_text(unit, encoding="utf-8")
     verify = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, check=False)
     assert (verify.returncode, verify.stderr.strip()) == (0, ""), verify.stderr
+    security = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(path)], capture_output=True, text=True, check=False
+    )
+    score = re.search(r"Overall exposure level for llmrig-proxy\.service: ([0-9.]+)", security.stdout)
+    assert score is not None, security.stdout[-2000:] + security.stderr
+    assert float(score.group(1)) <= 2.0, security.stdout
     acme = _render("llmrig-proxy.service.j2", _knobs(tls_acme_email="ops@example.org")).splitlines()
     assert "IPAddressDeny=any" not in acme  # the CA is on the internet
 
