@@ -48,13 +48,21 @@ def _port_problems(knobs: Knobs, host: Host) -> list[Problem]:
 
 
 def _acme_problems(knobs: Knobs) -> list[Problem]:
-    """ACME (tls_acme_email set) needs a public DNS name and a port its challenges reach."""
+    """ACME (tls_acme_email set) needs a public DNS name and a port its challenges reach; a public
+    name without it would get a certificate from Caddy's own CA, which no browser trusts for it."""
+    name = as_str(knobs, "tls_server_name")
     if not as_str(knobs, "tls_acme_email"):
+        if name and not acme_name_problem(name):
+            return err(
+                "tls_acme_email",
+                f"is empty, so {name!r}, a public DNS name, would get a certificate from Caddy's own CA "
+                "(tls internal); set it for ACME, or use a LAN name (.lan, .home.arpa, .internal)",
+            )
         return []
     problems: list[Problem] = []
     if "@" not in as_str(knobs, "tls_acme_email"):
         problems += err("tls_acme_email", f"{as_str(knobs, 'tls_acme_email')!r} is not an e-mail address")
-    if problem := acme_name_problem(as_str(knobs, "tls_server_name")):
+    if problem := acme_name_problem(name):
         problems += err("tls_server_name", problem)
     if as_int(knobs, "tls_http_port") != ACME_HTTP_PORT and as_int(knobs, "tls_https_port") != ACME_TLS_PORT:
         problems += err(

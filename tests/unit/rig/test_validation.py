@@ -89,6 +89,8 @@ GOOD = [
     ("gpu", {**PUBLIC, "tls_http_port": 8880}),
     ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_tls": True, "tls_https_port": 8443}),
     ("gpu", {"tls_enabled": False, "open_webui_host": "0.0.0.0"}),
+    ("gpu", {"tls_server_name": "gpu-box.home.arpa"}),  # tls internal for a LAN name
+    ("gpu", {"tls_server_name": "192.168.1.50"}),
     ("gpu", {"tls_enabled": False, "open_webui_host": "0.0.0.0", "llmrig_firewall_enabled": False}),
 ]
 
@@ -121,6 +123,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("gpu", {**PUBLIC, "tls_server_name": "gpu-box"}, "tls_server_name"),
     ("gpu", {**PUBLIC, "tls_server_name": ""}, "tls_server_name"),
     ("gpu", {**PUBLIC, "tls_acme_email": "ops"}, "tls_acme_email"),
+    ("gpu", {**PUBLIC, "tls_acme_email": ""}, "tls_acme_email"),  # a public name with tls internal
     ("gpu", {**PUBLIC, "tls_http_port": 8880, "tls_https_port": 8443}, "tls_http_port"),
     # TLS on: Open WebUI stays on loopback behind the proxy (with the firewall off, or on), no URL of its own.
     ("gpu", {"open_webui_host": "0.0.0.0", "llmrig_firewall_enabled": False}, "open_webui_host"),
