@@ -34,12 +34,6 @@ PRIVATE_SUFFIXES = (
 DEFAULT_HTTPS_PORT = 443
 
 
-def server_name(knobs: Mapping[str, Any], inventory_name: str) -> str:
-    """The name clients use (``tls_server_name``, else the host's inventory name), lower case."""
-    name = str(knobs.get("tls_server_name") or "").strip() or inventory_name.strip()
-    return name.lower().rstrip(".")
-
-
 def https_url(name: str, port: Any) -> str:
     """The URL of the HTTPS site at ``name`` on ``port`` (the port left out when it is 443)."""
     host = f"[{name}]" if ":" in name else name

@@ -328,6 +328,31 @@ def test_the_probe_module_reports_the_expiry_and_the_redirect(site: Site) -> Non
         assert found["msg"].startswith(f"HTTPS to {wrong['server_name']} at 127.0.0.1:{site.https} failed"), found
 
 
+def test_an_address_as_the_name_gets_a_certificate_for_that_address(tmp_path: Path) -> None:
+    """tls_server_name an IP address (the inventory name, when that is one): Caddy's CA signs the
+    address, which a client reaching it without SNI verifies; the role's probe dials the address."""
+    https, http = _free_port(), _free_port()
+    knobs = _knobs(reverse_proxy_enabled=False, tls_server_name="127.0.0.1", tls_https_port=https, tls_http_port=http)
+    config = tmp_path / "Caddyfile"
+    config.write_text(_render("Caddyfile.j2", knobs), encoding="utf-8")
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")
+    log_path = tmp_path / "caddy.log"
+    with log_path.open("w") as log:
+        command = ["/usr/bin/caddy", "run", "--adapter", "caddyfile", "--config", str(config)]
+        server = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+        try:
+            _wait_for(https, server, log_path)
+            root = tmp_path / "data" / "caddy" / "pki" / "authorities" / "local" / "root.crt"
+            code, found = _probe(address="127.0.0.1", https_port=https, http_port=http, server_name="127.0.0.1",
+                                 ca_file=str(root))  # fmt: skip
+            assert code == 0, found.get("msg")
+            assert (found["http_status"], found["http_location"]) == (308, f"https://127.0.0.1:{https}/")
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
 def test_the_api_site_is_unchanged_beside_the_https_site(site: Site) -> None:
     """With reverse_proxy_tls off, the API proxy's site is the same text as without TLS and still
     answers plain HTTP: /health without the key, 401 on /v1 without it."""

@@ -11,7 +11,7 @@ from bench.rig.open_webui import behind_https
 from bench.rig.presets import parse_preset
 from bench.rig.rules.resources import PROXY_UNIT
 from bench.rig.rules.tls import rule_tls
-from bench.rig.tls import acme_name_problem, https_url, server_name
+from bench.rig.tls import acme_name_problem, https_url
 from tests.helpers import group_vars
 
 KNOBS: dict[str, Any] = {name: value for document in group_vars().values() for name, value in (document or {}).items()}
@@ -53,9 +53,7 @@ def test_acme_cannot_issue_for_addresses_private_or_bad_names(name: str) -> None
     assert acme_name_problem(name) != ""
 
 
-def test_the_url_name_and_origin_clients_use() -> None:
-    assert server_name({"tls_server_name": ""}, "GPU-Box") == "gpu-box"
-    assert server_name({"tls_server_name": "Chat.Example.org."}, "gpu-box") == "chat.example.org"
+def test_the_url_and_origin_clients_use() -> None:
     assert https_url("gpu-box", 443) == "https://gpu-box"
     assert https_url("gpu-box", "8443") == "https://gpu-box:8443"
     assert behind_https("https://gpu-box:8443") == {
