@@ -252,6 +252,10 @@ def cpu_host_vars(box: Box) -> dict[str, Any]:
         "llmrig_ssh_allowed_cidrs": ["10.88.0.0/16"],
         # The tiny base model answers readably at temperature 0 (with the preset's newline stop).
         "open_webui_default_model_params": {"temperature": 0},
+        # Open WebUI's own port is the one published (open_webui_url): plain HTTP on every
+        # interface, without the HTTPS site in front (docs/tls.md).
+        "tls_enabled": False,
+        "open_webui_host": "0.0.0.0",
     }
 
 

@@ -17,7 +17,10 @@ rules (:func:`firewall_rules`):
   off loopback, from the same networks (the engine behind it listens on loopback, so its own port
   gets no rule);
 - Prometheus on ``monitoring_prometheus_port``, when ``monitoring_enabled`` and its bind address is
-  off loopback, from the same networks (preflight refuses it off loopback with the firewall off).
+  off loopback, from the same networks (preflight refuses it off loopback with the firewall off);
+- the HTTPS site in front of Open WebUI on ``tls_https_port`` and its redirect on ``tls_http_port``,
+  when ``tls_enabled`` and ``open_webui_enabled``, from the same networks (Open WebUI then listens
+  on loopback, so its own port gets no rule).
 
 Either list may hold the word ``connected``: the networks the box's interfaces are on
 (:mod:`bench.rig.networks`); IPv4 and IPv6 networks and sessions alike.
@@ -39,6 +42,7 @@ from typing import Any
 from bench.errors import ConfigError
 from bench.rig.engines import ENGINES_BY_NAME
 from bench.rig.networks import Session, contains, resolve, session
+from bench.rig.tls import tls_on
 from bench.rig.values import truthy
 
 COMMENT = "llmrig"
@@ -133,6 +137,9 @@ def firewall_rules(knobs: Mapping[str, Any], connection: Mapping[str, Any]) -> l
         services.append(("prometheus", "monitoring_prometheus_host", "monitoring_prometheus_port"))
     for name, host_knob, port_knob in services:
         if _off_loopback(knobs.get(host_knob)):
+            rules += [_rule(name, src, knobs.get(port_knob)) for src in clients]
+    if tls_on(knobs):  # Caddy on every interface; Open WebUI behind it on loopback (preflight)
+        for name, port_knob in (("https", "tls_https_port"), ("http", "tls_http_port")):
             rules += [_rule(name, src, knobs.get(port_knob)) for src in clients]
     return rules
 

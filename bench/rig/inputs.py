@@ -53,6 +53,7 @@ KNOB_PREFIXES = (
     "grafana_",
     "engine_",
     "nvidia_driver_",
+    "tls_",
 )
 # Facts that roles publish for later ones: they carry the prefix but are not knobs.
 # tests/unit/rig/test_specs.py checks this against every set_fact of the roles.

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from bench.errors import ConfigError
 from bench.rig.engines import Engine
 from bench.rig.open_webui_inputs import params_problem, url_problem
+from bench.rig.tls import https_url, tls_on
 from bench.rig.values import FALSE_STRINGS, WILDCARD_HOSTS, truthy
 
 # Knob -> Open WebUI's variable for each background generation that sends extra requests to the
@@ -210,8 +211,24 @@ def service_env(
     }
     for knob, variables in TASK_KNOBS.items():
         env.update(dict.fromkeys(variables, _flag(knobs[knob])))
+    if tls_on(knobs):
+        env.update(behind_https(https_url(str(knobs["tls_server_name"]), knobs["tls_https_port"])))
+        return env
     if url:
         env["WEBUI_URL"] = url
     port = int(str(knobs["open_webui_port"]))
     env["CORS_ALLOW_ORIGIN"] = ";".join(own_origins(url, str(knobs["open_webui_host"]), port, host))
     return env
+
+
+def behind_https(url: str) -> dict[str, str]:
+    """Open WebUI's settings behind the HTTPS proxy at ``url``: its URL and the only origin CORS and
+    Socket.IO admit, cookies sent over HTTPS only, and X-Forwarded-* believed from the proxy on
+    loopback alone (uvicorn's FORWARDED_ALLOW_IPS, ``*`` by default)."""
+    return {
+        "WEBUI_URL": url,
+        "CORS_ALLOW_ORIGIN": origin(url),
+        "WEBUI_SESSION_COOKIE_SECURE": "True",
+        "WEBUI_AUTH_COOKIE_SECURE": "True",
+        "FORWARDED_ALLOW_IPS": "127.0.0.1",
+    }

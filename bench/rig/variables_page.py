@@ -40,6 +40,7 @@ SECTIONS = {
     "driver": "NVIDIA driver",
     "open_webui": "Open WebUI",
     "monitoring": "Monitoring",
+    "tls": "HTTPS in front of Open WebUI",
     "security": "Security",
     "grafana": "Grafana",
 }

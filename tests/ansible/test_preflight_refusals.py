@@ -352,6 +352,22 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         "ollama_host",
     ),
     ("fp8-on-ampere", "gpu-cc86", "group", {}, "vllm_kv_cache_dtype"),
+    # HTTPS in front of Open WebUI: ACME for a private name, Open WebUI unfiltered off loopback, a taken port.
+    (
+        "tls-acme-private-name",
+        "cpu",
+        "group",
+        {"tls_acme_email": "ops@example.org", "tls_server_name": "box.lan"},
+        "tls_server_name",
+    ),
+    (
+        "tls-webui-off-loopback-unfiltered",
+        "cpu",
+        "extra",
+        {"llmrig_firewall_enabled": False, "open_webui_host": "0.0.0.0"},
+        "open_webui_host",
+    ),
+    ("tls-port-taken", "cpu", "host", {"tls_https_port": 8080}, "tls_https_port"),
     # Open WebUI's inputs, and its port held by another process.
     ("webui-url-no-scheme", "cpu", "extra", {"open_webui_url": "chat.example.org"}, "open_webui_url"),
     ("webui-url-malformed", "cpu", "group", {"open_webui_url": "http://chat example.org"}, "open_webui_url"),

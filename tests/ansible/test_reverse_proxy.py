@@ -43,12 +43,29 @@ def _free_port() -> int:
         return port
 
 
+# The HTTPS knobs, off: this file tests the API proxy alone (tests/ansible/test_tls.py the rest).
+TLS_OFF: dict[str, Any] = {
+    "reverse_proxy_enabled": True,
+    "reverse_proxy_tls": False,
+    "tls_enabled": False,
+    "tls_server_name": "",
+    "tls_acme_email": "",
+    "tls_https_port": 443,
+    "tls_http_port": 80,
+    "tls_hsts": False,
+    "open_webui_enabled": True,
+    "open_webui_host": "127.0.0.1",
+    "open_webui_port": 8080,
+}
+
+
 def _render(template: str, port: int, upstream: str, health_path: str = "/health", host: str = "127.0.0.1") -> str:
     """roles/reverse_proxy/templates/``template``, templated by ansible with the role's vars."""
     role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
     text = (ROLE / "templates" / template).read_text(encoding="utf-8")
     variables: dict[str, Any] = {
         **role_vars,
+        **TLS_OFF,
         "llmrig_config_dir": "/etc/llmrig",
         "reverse_proxy_host": host,
         "reverse_proxy_port": port,

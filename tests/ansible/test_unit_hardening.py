@@ -38,7 +38,7 @@ NVIDIA = ["DeviceAllow=char-nvidia rw", "DeviceAllow=char-nvidia-frontend rw", "
 
 
 # Three renderings, each once: the defaults on either device, and the other branches (the watchdog
-# off, an engine bound to every interface, chosen client networks).
+# off, an engine and Open WebUI bound to every interface with TLS off, chosen client networks).
 VARIANTS: dict[str, dict[str, object]] = {
     "cpu": {"llmrig_device": "cpu"},
     "cuda": {"llmrig_device": "cuda"},
@@ -46,6 +46,8 @@ VARIANTS: dict[str, dict[str, object]] = {
         "llmrig_device": "cpu",
         "watchdog_enabled": False,
         "llamacpp_host": "0.0.0.0",
+        "tls_enabled": False,
+        "open_webui_host": "0.0.0.0",
         "llmrig_allowed_client_cidrs": ["192.168.7.0/24"],
     },
 }
@@ -115,9 +117,9 @@ def test_engines_see_only_the_nvidia_devices_on_cuda_and_none_on_cpu(rendered: d
 
 
 def test_network_reach_is_loopback_unless_a_service_must_go_further(rendered: dict[str, Path]) -> None:
-    """Engines and the watchdog: loopback only; Open WebUI (on 0.0.0.0 by default): loopback and the
-    client networks; an engine bound off loopback: its client networks too; Ollama: no filter (it pulls
-    models itself)."""
+    """Engines and the watchdog: loopback only; Open WebUI: loopback only behind the HTTPS proxy (the
+    default), loopback and the client networks on 0.0.0.0 with TLS off; an engine bound off loopback:
+    its client networks too; Ollama: no filter (it pulls models itself)."""
     units = _units(rendered, "other")
     allow = {name: [line for line in _settings(text) if line.startswith("IPAddress")] for name, text in units.items()}
     assert allow["vllm.service"] == ["IPAddressDeny=any", "IPAddressAllow=localhost"]
@@ -125,9 +127,9 @@ def test_network_reach_is_loopback_unless_a_service_must_go_further(rendered: di
     assert allow["llamacpp.service"] == ["IPAddressDeny=any", "IPAddressAllow=localhost 192.168.7.0/24"]
     assert allow["open-webui.service"] == ["IPAddressDeny=any", "IPAddressAllow=localhost 192.168.7.0/24"]
     assert allow["ollama.service"] == []
-    # The default client list, [connected]: the networks preflight read (render_units.yml's stand-in).
+    # The defaults: Open WebUI on 127.0.0.1 behind the HTTPS proxy, which alone reaches it.
     default = _settings(_units(rendered, "cpu")["open-webui.service"])
-    assert [line for line in default if line.startswith("IPAddressAllow")] == ["IPAddressAllow=localhost 10.20.0.0/24"]
+    assert [line for line in default if line.startswith("IPAddressAllow")] == ["IPAddressAllow=localhost"]
 
 
 def test_the_watchdog_is_root_without_any_capability(rendered: dict[str, Path]) -> None:

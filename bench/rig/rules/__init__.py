@@ -12,6 +12,7 @@ and module options),
 :mod:`~bench.rig.rules.network` (ports, bind addresses, the firewall),
 :mod:`~bench.rig.rules.firewall` (the SSH networks against this run's session),
 :mod:`~bench.rig.rules.proxy` (vLLM on loopback, the authenticating proxy),
+:mod:`~bench.rig.rules.tls` (HTTPS in front of Open WebUI),
 :mod:`~bench.rig.rules.secrets` (each secret knob's length and alphabet),
 :mod:`~bench.rig.rules.sources` (pinned versions, index and download URLs),
 :mod:`~bench.rig.rules.combinations` (knobs that only make sense together),
@@ -64,6 +65,7 @@ from bench.rig.rules.proxy import rule_reverse_proxy, rule_vllm_loopback
 from bench.rig.rules.resources import rule_paths, rule_port_free
 from bench.rig.rules.secrets import rule_secrets
 from bench.rig.rules.sources import rule_pinned_versions, rule_sources
+from bench.rig.rules.tls import rule_tls
 
 __all__ = ["RULES", "Rule", "disk_problem", "gpus"]
 
@@ -91,6 +93,7 @@ RULES: tuple[Rule, ...] = (
     rule_vllm_loopback,
     rule_reverse_proxy,
     rule_monitoring,
+    rule_tls,
     rule_firewall,
     rule_ssh_session,
     rule_exposure,

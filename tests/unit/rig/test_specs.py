@@ -44,6 +44,7 @@ _PREFIXES = (
     "llmrig",
     "model",
     "inference",
+    "tls",
 )
 KNOB_SHAPE = re.compile(rf"^({'|'.join(_PREFIXES)})(_|$)")
 # The order roles run in site.yml; the engine roles share a stage (engine includes one of them).

@@ -25,6 +25,8 @@ QWEN3_32B = {
     "vllm_language_model_only": False,
 }
 QWEN36 = {"model": "qwen3.6-35b-a3b-awq"}
+# ACME for a public name (tls_acme_email set).
+PUBLIC = {"tls_server_name": "chat.example.org", "tls_acme_email": "ops@example.org"}
 # Few enough sequences that the KV plan has nothing to warn about on 2 x 16 GB.
 FITS = {"vllm_max_num_seqs": 2}
 
@@ -96,6 +98,15 @@ GOOD = [
     ("gpu", {"llmrig_api_key": "a" * 32}),
     ("cpu", {"grafana_enabled": True}),
     ("cpu", {"grafana_enabled": True, "grafana_host": "::1", "grafana_port": 8080, "open_webui_enabled": False}),
+    # HTTPS in front of Open WebUI: ACME for a public name (HTTP-01 on 80, or TLS-ALPN-01 on 443 alone),
+    # the API over HTTPS too, and TLS off with Open WebUI serving the LAN itself.
+    ("gpu", PUBLIC),
+    ("gpu", {**PUBLIC, "tls_http_port": 8880}),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_tls": True, "tls_https_port": 8443}),
+    ("gpu", {"tls_enabled": False, "open_webui_host": "0.0.0.0"}),
+    ("gpu", {"tls_server_name": "gpu-box.home.arpa"}),  # tls internal for a LAN name
+    ("gpu", {"tls_server_name": "192.168.1.50"}),
+    ("gpu", {"tls_enabled": False, "open_webui_host": "0.0.0.0", "llmrig_firewall_enabled": False}),
 ]
 
 
@@ -118,7 +129,27 @@ def test_good_configurations_pass(host: str, overrides: dict[str, Any], request:
     assert _errors(_problems(rendered, overrides)) == []
 
 
-BAD = [
+BAD: list[tuple[str, dict[str, Any], str]] = [
+    # ACME cannot issue for an address, a private name or no name; its challenges need port 80 or 443.
+    ("gpu", {**PUBLIC, "tls_server_name": "192.168.1.50"}, "tls_server_name"),
+    ("gpu", {**PUBLIC, "tls_server_name": "box.lan"}, "tls_server_name"),
+    ("gpu", {**PUBLIC, "tls_server_name": "box.local"}, "tls_server_name"),
+    ("gpu", {**PUBLIC, "tls_server_name": "box.home.arpa"}, "tls_server_name"),
+    ("gpu", {**PUBLIC, "tls_server_name": "gpu-box"}, "tls_server_name"),
+    ("gpu", {**PUBLIC, "tls_server_name": ""}, "tls_server_name"),
+    ("gpu", {**PUBLIC, "tls_acme_email": "ops"}, "tls_acme_email"),
+    ("gpu", {**PUBLIC, "tls_acme_email": ""}, "tls_acme_email"),  # a public name with tls internal
+    ("gpu", {**PUBLIC, "tls_http_port": 8880, "tls_https_port": 8443}, "tls_http_port"),
+    # TLS on: Open WebUI stays on loopback behind the proxy (with the firewall off, or on), no URL of its own.
+    ("gpu", {"open_webui_host": "0.0.0.0", "llmrig_firewall_enabled": False}, "open_webui_host"),
+    ("gpu", {"open_webui_host": "192.168.1.10"}, "open_webui_host"),
+    ("gpu", {"open_webui_url": "https://chat.example.org"}, "open_webui_url"),
+    # The proxy's ports are its own.
+    ("gpu", {"llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),  # the HTTPS site is on 0.0.0.0
+    ("gpu", {"tls_https_port": 8080}, "tls_https_port"),
+    ("gpu", {"tls_http_port": 8000}, "tls_http_port"),
+    ("gpu", {"tls_http_port": 443}, "tls_http_port"),
+    ("gpu", {"reverse_proxy_enabled": True, "reverse_proxy_port": 443}, "tls_https_port"),
     ("cpu", {"inference_engine": "docker"}, "inference_engine"),
     ("cpu", {"vllm_device": "gpu"}, "vllm_device"),
     ("cpu", {"vllm_device": "cuda"}, "vllm_device"),
@@ -157,7 +188,11 @@ BAD = [
     ("gpu", {"vllm_gpu_memory_utilization": 1.5}, "vllm_gpu_memory_utilization"),
     ("gpu", {"vllm_kv_cache_memory_bytes": "four gigs"}, "vllm_kv_cache_memory_bytes"),
     ("cpu", {"vllm_cpu_kvcache_space_gib": 10**4}, "vllm_cpu_kvcache_space_gib"),
-    ("gpu", {"vllm_host": "0.0.0.0", "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
+    (
+        "gpu",
+        {"tls_enabled": False, "open_webui_host": "0.0.0.0", "llmrig_allowed_client_cidrs": []},
+        "llmrig_allowed_client_cidrs",
+    ),
     ("gpu", {"llmrig_allowed_client_cidrs": ["10.0.0.300/8"]}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"llmrig_allowed_client_cidrs": "10.0.0.0/8"}, "llmrig_allowed_client_cidrs"),
     ("cpu", {"llmrig_allowed_client_cidrs": ["192.168.1.77/24"]}, "llmrig_allowed_client_cidrs"),
@@ -393,6 +428,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_vllm_loopback": "vllm_host",
         "rule_reverse_proxy": "reverse_proxy_port",
         "rule_monitoring": "monitoring_prometheus_port",
+        "rule_tls": "tls_server_name",
         "rule_secrets": "llmrig_api_key",
         "rule_extra_args": "vllm_extra_args",
         "rule_paths": "llmrig_config_dir",

@@ -71,13 +71,15 @@ def test_ufw_is_active_and_denies_incoming_by_default(host: Any) -> None:
     assert host.service("ufw").is_enabled
 
 
-def test_only_ssh_and_the_api_proxy_are_allowed(host: Any) -> None:
-    """The llmrig rules: SSH and the API proxy's port from the client network, nothing for vLLM or
-    Open WebUI on loopback."""
+def test_only_ssh_the_api_proxy_and_the_https_site_are_allowed(host: Any) -> None:
+    """The llmrig rules: SSH, the API proxy's port and the HTTPS site's two ports (tls_enabled, the
+    default) from the client network, nothing for vLLM or Open WebUI on loopback."""
     added = [line for line in host.check_output("ufw show added").splitlines() if line.startswith("ufw ")]
     assert added == [
         "ufw allow from 198.51.100.0/28 to any port 22 proto tcp comment 'llmrig ssh'",
         "ufw allow from 198.51.100.0/28 to any port 8001 proto tcp comment 'llmrig reverse_proxy'",
+        "ufw allow from 198.51.100.0/28 to any port 443 proto tcp comment 'llmrig https'",
+        "ufw allow from 198.51.100.0/28 to any port 80 proto tcp comment 'llmrig http'",
     ]
 
 
