@@ -40,6 +40,12 @@ options:
     description: Seconds for each connection.
     type: float
     default: 10
+  wait_s:
+    description:
+      - Seconds to keep trying the HTTPS side while it fails (the certificate is issued just after
+        Caddy starts; an ACME order takes longer); 0 = one try.
+    type: float
+    default: 0
 author: llmrig
 """
 
@@ -109,6 +115,18 @@ def _https(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _https_within(params: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_https`, tried every 2 s until it succeeds or ``wait_s`` has passed (the last error raised)."""
+    deadline = time.monotonic() + params["wait_s"]
+    while True:
+        try:
+            return _https(params)
+        except (OSError, ssl.SSLError, http.client.HTTPException):
+            if time.monotonic() + 2 > deadline:
+                raise
+            time.sleep(2)
+
+
 def _http(params: dict[str, Any]) -> dict[str, Any]:
     if not params["http_port"]:
         return {"http_status": 0, "http_location": ""}
@@ -129,13 +147,14 @@ def main() -> None:
             "ca_file": {"type": "path", "default": ""},
             "http_port": {"type": "int", "default": 0},
             "timeout_s": {"type": "float", "default": 10},
+            "wait_s": {"type": "float", "default": 0},
         },
         supports_check_mode=True,
     )
     params = module.params
     where = f"{params['server_name']} at {params['address']}:{params['https_port']}"
     try:
-        found = _https(params)
+        found = _https_within(params)
     except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
         module.fail_json(msg=f"HTTPS to {where} failed: {exc}")
     try:
