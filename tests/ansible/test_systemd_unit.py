@@ -68,8 +68,9 @@ def test_its_argument_spec_refuses_a_bad_parameter(tmp_path: Path) -> None:
 
 
 def test_the_service_roles_share_this_one_copy() -> None:
-    """vllm, ollama, llamacpp, open_webui, reverse_proxy, watchdog, monitoring (the GPU exporter) and grafana include systemd_unit with both
-    parameters; no other task file reloads systemd or runs systemd-analyze itself."""
+    """vllm, ollama, llamacpp, open_webui, reverse_proxy, watchdog, monitoring (the GPU exporter) and
+    grafana include systemd_unit with both parameters; no other task file reloads systemd or runs
+    systemd-analyze itself."""
     importers = []
     for path in sorted(REPO.glob("roles/*/tasks/*.yml")):
         if path.parts[-3] == "systemd_unit":
@@ -81,4 +82,13 @@ def test_the_service_roles_share_this_one_copy() -> None:
             if (task.get("ansible.builtin.include_role") or {}).get("name") == "systemd_unit":
                 assert set(task["vars"]) == {"systemd_unit_paths", "systemd_unit_changed"}, path
                 importers.append(path.parts[-3])
-    assert importers == ["grafana", "llamacpp", "monitoring", "ollama", "open_webui", "reverse_proxy", "vllm", "watchdog"]
+    assert importers == [
+        "grafana",
+        "llamacpp",
+        "monitoring",
+        "ollama",
+        "open_webui",
+        "reverse_proxy",
+        "vllm",
+        "watchdog",
+    ]

@@ -260,11 +260,17 @@ def _prometheus(box: Box, path: str) -> Any:
 
 
 def _targets(box: Box) -> dict[str, str]:
-    return {target["labels"]["job"]: target["health"] for target in _prometheus(box, "/api/v1/targets")["activeTargets"]}
+    return {
+        target["labels"]["job"]: target["health"] for target in _prometheus(box, "/api/v1/targets")["activeTargets"]
+    }
 
 
 def _firing(box: Box) -> set[str]:
-    return {alert["labels"]["alertname"] for alert in _prometheus(box, "/api/v1/alerts")["alerts"] if alert["state"] == "firing"}
+    return {
+        alert["labels"]["alertname"]
+        for alert in _prometheus(box, "/api/v1/alerts")["alerts"]
+        if alert["state"] == "firing"
+    }
 
 
 def test_prometheus_scrapes_every_part_of_the_box(box: Box) -> None:
@@ -281,10 +287,12 @@ def test_prometheus_scrapes_every_part_of_the_box(box: Box) -> None:
     assert _firing(box) == set()
     # The engine job really carries vLLM's samples (a scrape refused for the key would be down).
     tokens = _prometheus(box, "/api/v1/query?query=vllm:generation_tokens_total")["result"]
-    assert tokens and tokens[0]["metric"]["job"] == "engine", tokens
+    assert tokens, "no vllm:generation_tokens_total in Prometheus"
+    assert tokens[0]["metric"]["job"] == "engine", tokens
     assert box.sh("stat -c '%U %a' /etc/prometheus/llmrig/api_key").stdout.split() == ["prometheus", "600"]
     listening = box.sh("ss -Hltn 'sport = :9090'").stdout.split()
-    assert "127.0.0.1:9090" in listening and "0.0.0.0:9090" not in listening and "*:9090" not in listening, listening
+    assert "127.0.0.1:9090" in listening, listening
+    assert not {"0.0.0.0:9090", "*:9090", "[::]:9090"} & set(listening), listening
 
 
 # A streamed chat completion through the official OpenAI client that the vLLM venv carries; the
@@ -833,7 +841,11 @@ def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
     assert box.get("http://127.0.0.1:8081/v1/models", SECRETS["llmrig_api_key"])[0] == 200
     assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 401
     # The watchdog watches again and says so: the alert clears.
-    _wait_for(lambda: "WatchdogGaveUp" not in _firing(box), PROMETHEUS["interval"] * 6 + 10, "the WatchdogGaveUp alert clearing")
+    _wait_for(
+        lambda: "WatchdogGaveUp" not in _firing(box),
+        PROMETHEUS["interval"] * 6 + 10,
+        "the WatchdogGaveUp alert clearing",
+    )
 
 
 def test_switch_to_ollama(box: Box) -> None:
@@ -980,7 +992,9 @@ def test_no_secret_leaks(box: Box) -> None:
         "unit files": box.sh("find /etc/systemd/system -type f -exec cat {} +").stdout,
         "/etc/llmrig": box.sh("find /etc/llmrig -type f ! -perm 0600 -exec cat {} +").stdout,
         # Prometheus' configuration names the key's file only (authorization.credentials_file).
-        "/etc/prometheus": box.sh("find /etc/prometheus -type f ! -path '/etc/prometheus/llmrig/*' -exec cat {} +").stdout,
+        "/etc/prometheus": box.sh(
+            "find /etc/prometheus -type f ! -path '/etc/prometheus/llmrig/*' -exec cat {} +"
+        ).stdout,
     }
     # The sampler saw the engines' processes, and the readable files include deployment.json.
     assert "/opt/llmrig/vllm/venv/bin/" in places["process command lines"]
