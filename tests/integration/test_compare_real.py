@@ -1,10 +1,15 @@
-"""bench compare on runs of the real llama.cpp server (pinned to core 1, bench to core 0): the
-same configuration measured twice is not told apart, and one slot against two at concurrency 2
-is, in the right direction (with one slot the second stream waits for the first: its time to
-first token grows by a whole request).
+"""bench compare on runs of the real llama.cpp server (pinned to core 1, bench to core 0): one
+slot against two at concurrency 2 is told apart, in the right direction (with one slot the second
+stream waits for the first: its time to first token grows by a whole request, about 1.6x).
 
-The A/A runs are interleaved (A, A', A, A', ...) on one server, so that a drift of the machine
-over the minutes of the test is not mistaken for a difference between the tags.
+Both servers run at once (the idle one costs nothing) and the runs alternate in the order
+A, B, B, A, A, B, B, A, so that a drift of a shared machine over the minutes of the test (a CI
+neighbour, a clock change) falls on both tags alike instead of on whichever ran first.
+
+That the same configuration is not told from itself is a property with a 5% family-wise error
+by design, so it is proven on recorded data, not here: the seeded A/A simulations of
+tests/unit/measure/compare/test_stats.py (the false-positive rate within three standard errors
+of 5%) and tests/unit/measure/compare/test_comparison.py.
 """
 
 from __future__ import annotations
@@ -50,31 +55,27 @@ def _section(output: str, title: str) -> list[str]:
     return [line.strip() for line in lines if line.strip().startswith(("- ", "* "))]
 
 
-def test_compare_tells_one_slot_from_two_and_not_a_configuration_from_itself(tmp_path: Path) -> None:
+def test_compare_tells_one_slot_from_two_in_the_right_direction(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    two = start_llamacpp(tmp_path / "two.log", slots=2)
+    servers: dict[str, Server] = {}
     try:
-        _sweep(two, tmp_path / "warm-up", "warm-up")  # the first requests after a start are slower
-        for _ in range(RUNS):
-            _sweep(two, results, "two-slots")
-            _sweep(two, results, "two-slots-again")
+        servers["two-slots"] = start_llamacpp(tmp_path / "two.log", slots=2)
+        servers["one-slot"] = start_llamacpp(tmp_path / "one.log", slots=1)
+        for server in servers.values():
+            _sweep(server, tmp_path / "warm-up", "warm-up")  # the first requests after a start are slower
+        for tag in ["two-slots", "one-slot", "one-slot", "two-slots"] * (RUNS // 2):
+            _sweep(servers[tag], results, tag)
     finally:
-        two.stop()
-    one = start_llamacpp(tmp_path / "one.log", slots=1)
-    try:
-        for _ in range(RUNS):
-            _sweep(one, results, "one-slot")
-    finally:
-        one.stop()
+        for server in servers.values():
+            server.stop()
 
-    output = _bench("compare", "two-slots", "two-slots-again", "one-slot", "--results-dir", str(results))
+    output = _bench("compare", "two-slots", "one-slot", "--results-dir", str(results))
     print(output, file=sys.stderr)
-    same = _section(output, "two-slots-again against two-slots")
-    assert len(same) == 8, output
-    assert all(line.startswith("- no significant difference in ") for line in same), same
     changed = _section(output, "one-slot against two-slots")
+    assert len(changed) == 8, output
     assert any(
         line.startswith("* one-slot's TTFT p50 is ") and "higher at 2 streams (worse), significant" in line
         for line in changed
     ), changed
+    assert not any("TTFT" in line and "lower" in line for line in changed), changed
     assert f"tested between runs ({RUNS} and {RUNS} runs; one value per run; Welch t)" in output
