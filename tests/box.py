@@ -15,10 +15,12 @@ import argparse
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,40 @@ class Box:
         except json.JSONDecodeError:
             return int(status), body.strip()
 
+    @contextmanager
+    def tunnel(self, port: int) -> Iterator[int]:
+        """``ssh -L`` to ``port`` on the box's loopback, as docs/monitoring.md tells an operator
+        to reach Prometheus: the same key and transport as Ansible's; the host port it listens on."""
+        settings = yaml.safe_load((self.inventory / "hosts.yml").read_text(encoding="utf-8"))["llmrig"]["hosts"][
+            self.host
+        ]
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            local = int(probe.getsockname()[1])
+        command = [
+            "ssh",
+            "-N",
+            "-i",
+            settings["ansible_ssh_private_key_file"],
+            *shlex.split(settings["ansible_ssh_common_args"]),
+        ]
+        command += ["-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:127.0.0.1:{port}", f"root@{self.name}"]
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", local), timeout=1).close()
+                    break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"ssh -L to port {port} did not come up") from None
+                    time.sleep(0.2)
+            yield local
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
     def journal(self, unit: str, since: str) -> str:
         return self.sh(f"journalctl --no-pager --output=cat -u {unit} --since '{since}'").stdout
 
@@ -167,10 +203,14 @@ def start(
     host: str = HOST,
     mounts: Mapping[str, str] | None = None,
     publish: Sequence[int] = (),
+    publish_same: Sequence[int] = (),
     reuse: bool = False,
 ) -> Box:
     """A box named ``name`` (inventory host ``host``) with its inventory under ``tmp``: a fresh
-    container, or with ``reuse`` the one already running under that name (and the inventory kept)."""
+    container, or with ``reuse`` the one already running under that name (and the inventory kept).
+    Each port of ``publish`` is published on a free port of the host's loopback, each of
+    ``publish_same`` on the same port number there (a URL that names its port, as the HTTPS
+    site's does, is then the same inside and outside)."""
     rig = rig_environment()
     inventory, artifacts = tmp / "inventory", tmp / "artifacts"
     the_box = Box(name, inventory, artifacts, tmp, host)
@@ -180,6 +220,7 @@ def start(
     volumes = [arg for host, inside in {rig["LLMRIG_WHEELHOUSE"]: "/wheelhouse", **(mounts or {})}.items()
                for arg in ("-v", f"{host}:{inside}:ro")]  # fmt: skip
     ports = [arg for port in publish for arg in ("-p", f"127.0.0.1::{port}")]
+    ports += [arg for port in publish_same for arg in ("-p", f"127.0.0.1:{port}:{port}")]
     subprocess.run(
         [
             "podman", "run", "-d", "--name", name, "--hostname", name,

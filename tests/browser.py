@@ -9,12 +9,17 @@ used). Signs in, picks the model, sends one message, waits for the answer and sa
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+from playwright.sync_api import Browser, Playwright, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-from playwright.sync_api import sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package `chromium` (scripts/testrig browser)
 # Headless, and none of Chromium's own network traffic: this machine's network is closed, and a
@@ -32,63 +37,103 @@ TIMEOUT_MS = 120_000
 WELCOME_MS = 10_000  # how long the release notes may take to show after the chat page
 
 
-def chat(url: str, email: str, password: str, model: str, *, question: str, screenshot: Path) -> str:
-    """Sign in at ``url``, pick ``model``, ask ``question``; the answer's text (screenshot saved)."""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+@dataclass(frozen=True)
+class Site:
+    """How the browser reaches an HTTPS site by its name: the CA root it trusts (added to the NSS
+    database of a temporary home, where Chromium on Linux reads the certificates a user trusts;
+    Playwright's ignore-HTTPS-errors is not used) and the address the name resolves to."""
+
+    name: str
+    address: str
+    ca_file: Path
+
+
+@contextmanager
+def _launched(playwright: Playwright, site: Site | None) -> Iterator[Browser]:
+    with tempfile.TemporaryDirectory(prefix="llmrig-browser-") as home:
+        args = list(CHROMIUM_ARGS)
+        env: dict[str, str | float | bool] = dict(os.environ)
+        if site is not None:
+            nssdb = Path(home) / ".pki" / "nssdb"
+            nssdb.mkdir(parents=True)
+            certutil = ["certutil", "-d", f"sql:{nssdb}"]  # libnss3-tools (scripts/testrig browser)
+            subprocess.run([*certutil, "-N", "--empty-password"], check=True, capture_output=True)
+            subprocess.run([*certutil, "-A", "-t", "C,,", "-n", "llmrig", "-i", str(site.ca_file)], check=True)
+            args.append(f"--host-resolver-rules=MAP {site.name} {site.address}")
+            env["HOME"] = home
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=args, env=env)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(url.rstrip("/") + "/auth")
-            page.fill("input[name=email]", email)
-            page.fill("input[name=password]", password)
-            page.get_by_role("button", name="Sign in").click()
-            page.wait_for_selector("#chat-input")
-            # The release notes greet a user once per release, a moment after the chat appears.
-            welcome = page.get_by_role("button", name="Okay, Let's Go!")
-            try:
-                welcome.wait_for(timeout=WELCOME_MS)
-                welcome.click()
-            except PlaywrightTimeoutError:
-                pass
-            page.click("#model-selector-model-button")
-            page.click(f"[role=option][data-value='{model}']")
-            page.click("#chat-input")
-            page.keyboard.type(question)
-            page.keyboard.press("Enter")
-            answer = page.locator(".chat-assistant").last
-            answer.wait_for()
-            # The answer streams in; it is done when its Regenerate button appears.
-            page.locator("[id^=message-] button[aria-label='Regenerate']").last.wait_for()
-            text = answer.inner_text().strip()
-            screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(screenshot))
-            return text
+            yield browser
         finally:
             browser.close()
+
+
+def screenshot_page(url: str, screenshot: Path, *, wait_for_text: str = "") -> str:
+    """Open ``url``, wait for ``wait_for_text`` (when given) and save a full-page screenshot;
+    the page's text."""
+    with sync_playwright() as playwright, _launched(playwright, None) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(url)
+        if wait_for_text:
+            page.get_by_text(wait_for_text).first.wait_for()
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot), full_page=True)
+        return page.inner_text("body")
+
+
+def chat(
+    url: str, email: str, password: str, model: str, *, question: str, screenshot: Path, site: Site | None = None
+) -> str:
+    """Sign in at ``url``, pick ``model``, ask ``question``; the answer's text (screenshot saved).
+    With ``site``, over HTTPS with its CA trusted and its name resolved to its address."""
+    with sync_playwright() as playwright, _launched(playwright, site) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(url.rstrip("/") + "/auth")
+        page.fill("input[name=email]", email)
+        page.fill("input[name=password]", password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_selector("#chat-input")
+        # The release notes greet a user once per release, a moment after the chat appears.
+        welcome = page.get_by_role("button", name="Okay, Let's Go!")
+        try:
+            welcome.wait_for(timeout=WELCOME_MS)
+            welcome.click()
+        except PlaywrightTimeoutError:
+            pass
+        page.click("#model-selector-model-button")
+        page.click(f"[role=option][data-value='{model}']")
+        page.click("#chat-input")
+        page.keyboard.type(question)
+        page.keyboard.press("Enter")
+        answer = page.locator(".chat-assistant").last
+        answer.wait_for()
+        # The answer streams in; it is done when its Regenerate button appears.
+        page.locator("[id^=message-] button[aria-label='Regenerate']").last.wait_for()
+        text = answer.inner_text().strip()
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot))
+        return text
 
 
 def report(page_file: Path, screenshot: Path) -> dict[str, object]:
     """Open ``bench report``'s page from disk; what the browser saw: each plot's natural size
     (0 when it did not decode), each card's text, and any request the page made (screenshot saved)."""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            requests: list[str] = []
-            page.on("request", lambda request: requests.append(request.url))
-            page.goto(page_file.resolve().as_uri())
-            page.wait_for_load_state("load")
-            plots = page.eval_on_selector_all(
-                "img[data-plot]",
-                "images => images.map(i => [i.dataset.plot, i.complete ? i.naturalWidth : 0, i.naturalHeight])",
-            )
-            cards = page.eval_on_selector_all("[data-card]", "cards => cards.map(c => [c.dataset.card, c.innerText])")
-            screenshot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(screenshot), full_page=True)
-            return {"plots": plots, "cards": cards, "requests": requests}
-        finally:
-            browser.close()
+    with sync_playwright() as playwright, _launched(playwright, None) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
+        page.goto(page_file.resolve().as_uri())
+        page.wait_for_load_state("load")
+        plots = page.eval_on_selector_all(
+            "img[data-plot]",
+            "images => images.map(i => [i.dataset.plot, i.complete ? i.naturalWidth : 0, i.naturalHeight])",
+        )
+        cards = page.eval_on_selector_all("[data-card]", "cards => cards.map(c => [c.dataset.card, c.innerText])")
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot), full_page=True)
+        return {"plots": plots, "cards": cards, "requests": requests}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

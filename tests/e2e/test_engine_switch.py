@@ -31,13 +31,12 @@ from typing import Any
 import pytest
 
 from bench.rig import DEPLOYMENT_VERSION
-from tests import browser
+from tests import browser, https
 from tests.box import (
     API_PORT,
     BOX_VLLM_PORT,
     Box,
     cpu_host_vars,
-    published_webui_url,
     remove,
     rig_environment,
     start,
@@ -59,7 +58,11 @@ ADMIN_EMAIL = "admin@llmrig.example"
 WATCHDOG = {"interval": 5, "failures": 2, "restarts": 2}
 # Prometheus inside the box (the monitoring role, on by default): its address there and the
 # scrape interval the tier sets.
-PROMETHEUS = {"url": "http://127.0.0.1:9090", "interval": 5}
+PROMETHEUS_URL = "http://127.0.0.1:9090"
+PROMETHEUS_INTERVAL_S = 5
+# Open WebUI behind the HTTPS site (tls_enabled, on by default) under the box's inventory name,
+# with a certificate from Caddy's own CA, whose root the controller gets as tls-root.crt.
+SITE_NAME = "e2e"
 # Known secrets, set for every run: none may show in any output, journal, process list or
 # readable file (test_no_secret_leaks). The Open WebUI ones pass through the secrets role (and
 # every run passes the firewall role); they must stay hidden too.
@@ -111,12 +114,14 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
     mirror = _mirror(tmp / "mirror")
     name = f"llmrig-e2e-{os.getpid()}"
     try:
-        # The API proxy's and Open WebUI's ports are published on the host's loopback: bench and the
-        # browser reach them from outside the box, as they would on the LAN.
-        the_box = start(name, tmp, host="e2e", mounts={str(mirror): "/mirror"}, publish=(API_PORT, 8080))
-        # The browser reaches Open WebUI at its published port: that is the UI's public URL (the
-        # one origin its CORS and Socket.IO server then accept).
-        webui_url = published_webui_url(the_box)
+        # The API proxy's port and the HTTPS site's two are published on the host's loopback: bench
+        # and the browser reach them from outside the box, as they would on the LAN. The site's
+        # ports keep their numbers there (its URL names its port: https://e2e:PORT is then the
+        # same origin inside and out); Open WebUI's own port is published too, to prove that
+        # nothing answers on it from outside (it listens on the box's loopback only).
+        https_port, http_port = _free_ports(2)
+        publish, same = (API_PORT, 8080), (https_port, http_port)
+        the_box = start(name, tmp, host=SITE_NAME, mounts={str(mirror): "/mirror"}, publish=publish, publish_same=same)
         mirror_url = f"http://127.0.0.1:{MIRROR_PORT}/v{{{{ ollama_version }}}}"
         the_box.set_host_vars(
             {
@@ -130,9 +135,14 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                 "watchdog_restart_window_s": 600,
                 "watchdog_check_timeout_s": 5,
                 "open_webui_version": OPEN_WEBUI_VERSIONS[0],
-                "open_webui_url": webui_url,
+                # HTTPS in front of Open WebUI, as on a real box: Open WebUI on loopback only,
+                # its URL (and the one origin CORS admits) https://e2e:PORT.
+                "tls_enabled": True,
+                "open_webui_host": "127.0.0.1",
+                "tls_https_port": https_port,
+                "tls_http_port": http_port,
                 # Prometheus scrapes and evaluates its rules every 5 s: the alert checks wait less.
-                "monitoring_scrape_interval": f"{PROMETHEUS['interval']}s",
+                "monitoring_scrape_interval": f"{PROMETHEUS_INTERVAL_S}s",
                 **SECRETS,
             }
         )
@@ -143,6 +153,28 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         yield the_box
     finally:
         remove(name)
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` ports free on the host's loopback now (held open together, so all differ)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def _site(box: Box) -> tuple[str, int]:
+    """The HTTPS site's origin and port."""
+    port = int(box.host_vars()["tls_https_port"])
+    return f"https://{SITE_NAME}:{port}", port
+
+
+def _ca(box: Box) -> Path:
+    return box.artifacts / SITE_NAME / "tls-root.crt"
 
 
 def _key(box: Box) -> str:
@@ -225,6 +257,12 @@ def _verify(box: Box, engine: str, *flags: str) -> None:
     )
     assert signed_in in run.task_names
     assert f"{ADMIN_EMAIL} signs in; Open WebUI lists ['{SERVED[engine]}']" in run.output
+    # It reports the HTTPS site's certificate and Prometheus' targets.
+    origin, _ = _site(box)
+    assert re.search(
+        rf"{re.escape(origin[8:])}: certificate from .*, expires .* \(in \d+ days\); plain HTTP answers 308", run.output
+    )
+    assert re.search(r"engine .*up", run.output), "verify.yml did not list Prometheus' engine target"
 
 
 def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
@@ -253,7 +291,7 @@ def test_vllm_first(box: Box) -> None:
 
 def _prometheus(box: Box, path: str) -> Any:
     """A query of Prometheus' HTTP API inside the box (it listens on the box's loopback only)."""
-    status, answer = box.get(PROMETHEUS["url"] + path)
+    status, answer = box.get(PROMETHEUS_URL + path)
     assert status == 200, (path, answer)
     assert answer["status"] == "success", answer
     return answer["data"]
@@ -279,7 +317,7 @@ def test_prometheus_scrapes_every_part_of_the_box(box: Box) -> None:
     engine's and Open WebUI's health probes, the host), there is no gpu job on a host without
     GPUs, the llmrig rules are loaded and none fires, and Prometheus listens on loopback only."""
     expected = {"prometheus": "up", "node": "up", "engine": "up", "engine_health": "up", "open_webui": "up"}
-    _wait_for(lambda: _targets(box) == expected, PROMETHEUS["interval"] * 4 + 10, f"targets {expected}")
+    _wait_for(lambda: _targets(box) == expected, PROMETHEUS_INTERVAL_S * 4 + 10, f"targets {expected}")
     groups = {group["name"]: group for group in _prometheus(box, "/api/v1/rules")["groups"]}
     assert set(groups) == {"llmrig"}
     assert {"EngineDown", "WatchdogGaveUp", "KVCacheAlmostFull"} <= {rule["name"] for rule in groups["llmrig"]["rules"]}
@@ -644,23 +682,21 @@ def test_rotating_the_open_webui_admin_password(box: Box) -> None:
 
 
 def _from_origin(box: Box, path: str, origin: str, method: str = "GET") -> tuple[int, str]:
-    """Open WebUI's status and body, at its published port, for a request from ``origin`` (a
-    browser's CORS preflight for OPTIONS)."""
-    request = urllib.request.Request(f"http://127.0.0.1:{box.host_port(8080)}{path}", method=method)
-    request.add_header("Origin", origin)
+    """Open WebUI's status and body, through the HTTPS site from the host (the box's CA trusted),
+    for a request from ``origin`` (a browser's CORS preflight for OPTIONS)."""
+    headers = {"Origin": origin}
     if method == "OPTIONS":
-        request.add_header("Access-Control-Request-Method", "GET")
-    try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return int(answer.status), answer.read().decode(errors="replace")
-    except urllib.error.HTTPError as error:
-        return int(error.code), error.read().decode(errors="replace")
+        headers["Access-Control-Request-Method"] = "GET"
+    _, port = _site(box)
+    answer = https.request(SITE_NAME, port, path, ca_file=_ca(box), method=method, headers=headers)
+    return answer.status, answer.body
 
 
 def test_open_webui_admits_its_own_origin_only(box: Box) -> None:
     """CORS (and the Socket.IO server that streams chats to the browser) accept the UI's own
-    origin, open_webui_url here, and refuse any other: never '*'."""
-    own = box.host_vars()["open_webui_url"]
+    origin, the HTTPS site's, and refuse any other (plain HTTP on the same name included): never '*'."""
+    own, _ = _site(box)
+    assert _from_origin(box, "/api/config", own.replace("https://", "http://"), "OPTIONS")[0] == 400
     assert _from_origin(box, "/api/config", own, "OPTIONS")[0] == 200
     assert _from_origin(box, "/api/config", "http://evil.example", "OPTIONS")[0] == 400
     # Engine.IO checks the origin first; past it, this polling request is refused for its transport
@@ -711,7 +747,11 @@ def test_watchdog_restarts_vllm_after_its_engine_core_dies(box: Box) -> None:
     """Kill vLLM's engine core (the API server's child): the API server then exits by itself with
     status 0, which systemd records as Result=success, as if stopped. The watchdog, paused while
     that happens, is then let go: the journal shows no stop job, so it counts a failed check,
-    restarts vLLM under its crash-loop policy, and vLLM answers /health again."""
+    restarts vLLM under its crash-loop policy, and vLLM answers /health again.
+
+    While the watchdog is paused the engine stays down past the EngineDown alert's 2 minutes: the
+    alert fires within its window (timed from the kill, shown on Prometheus' alerts page, reached
+    through an SSH tunnel as docs/monitoring.md says), and the watchdog's restart clears it."""
     box.sh("systemctl stop llmrig-watchdog.timer")
     before = box.unit("vllm.service")
     since = box.now()
@@ -720,10 +760,22 @@ def test_watchdog_restarts_vllm_after_its_engine_core_dies(box: Box) -> None:
         cores = [line.split()[0] for line in children if "EngineCore" in line]
         assert len(cores) == 1, children
         box.sh(f"kill -KILL {cores[0]}")
+        killed = time.monotonic()
         _wait_for(lambda: box.unit("vllm.service")["ActiveState"] == "inactive", 120, "the API server's own exit")
         ended = box.sh("systemctl show vllm.service --property=Result,ExecMainCode,ExecMainStatus").stdout.split()
         assert sorted(ended) == ["ExecMainCode=1", "ExecMainStatus=0", "Result=success"], ended  # 1: CLD_EXITED
         assert box.sh(f"{STOP_JOBS} --since '{since}'").stdout.strip() == ""
+        # `for: 2m` after the first failed scrape: not before 120 s, and at most a scrape, an
+        # evaluation and a scrape timeout (each 5 s) later, with room for the polling.
+        window = (120, 120 + PROMETHEUS_INTERVAL_S * 3 + 15)
+        _wait_for(lambda: "EngineDown" in _firing(box), window[1], "the EngineDown alert")
+        fired_after = time.monotonic() - killed
+        print(f"EngineDown fired {fired_after:.0f} s after the kill (window {window[0]} to {window[1]} s)")
+        assert window[0] <= fired_after <= window[1], fired_after
+        with box.tunnel(9090) as port:
+            shot = REPO / "build" / "artifacts" / "e2e" / "prometheus-alerts.png"
+            page = browser.screenshot_page(f"http://127.0.0.1:{port}/classic/alerts", shot, wait_for_text="EngineDown")
+        assert "EngineDown (1 active)" in page, page[:2000]
     finally:
         box.sh("systemctl start llmrig-watchdog.timer")
     _wait_for(lambda: _vllm_healthy(box, before["InvocationID"]), VLLM_LOAD_S, "vLLM restarted by the watchdog")
@@ -731,6 +783,7 @@ def test_watchdog_restarts_vllm_after_its_engine_core_dies(box: Box) -> None:
     reason = "unit inactive: its process ended by itself with exit status 0, no stop job"
     assert f"health check failed (1/{WATCHDOG['failures']}): {reason}" in log, log
     assert f"restarting vllm.service after {WATCHDOG['failures']} failed health checks" in log, log
+    _wait_for(lambda: "EngineDown" not in _firing(box), PROMETHEUS_INTERVAL_S * 4 + 10, "EngineDown clearing")
 
 
 def test_an_operators_stop_stays_stopped(box: Box) -> None:
@@ -829,7 +882,7 @@ def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
         assert log.count("restarting llamacpp.service") == restarts, log
         assert box.unit("llamacpp.service")["ActiveState"] == "failed"
         # The give-up reaches Prometheus through node exporter's textfile collector, and its alert fires.
-        _wait_for(lambda: "WatchdogGaveUp" in _firing(box), PROMETHEUS["interval"] * 4 + 10, "the WatchdogGaveUp alert")
+        _wait_for(lambda: "WatchdogGaveUp" in _firing(box), PROMETHEUS_INTERVAL_S * 4 + 10, "the WatchdogGaveUp alert")
     finally:
         box.sh(f"mv {model}.away {model}")
     # site.yml puts the engine back, and the watchdog watches it again. Run without the rotated
@@ -843,7 +896,7 @@ def test_watchdog_gives_up_on_an_engine_that_keeps_failing(box: Box) -> None:
     # The watchdog watches again and says so: the alert clears.
     _wait_for(
         lambda: "WatchdogGaveUp" not in _firing(box),
-        PROMETHEUS["interval"] * 6 + 10,
+        PROMETHEUS_INTERVAL_S * 6 + 10,
         "the WatchdogGaveUp alert clearing",
     )
 
@@ -914,15 +967,39 @@ def test_bench_measures_the_box_from_the_host(box: Box, tmp_path: Path) -> None:
     assert (level["requests"]["errored"], level["server"]["counters"]["requests_succeeded"]) == (0, 4)
 
 
+def test_open_webui_is_reached_over_https_only(box: Box) -> None:
+    """From the host, as from the LAN: the HTTPS site serves Open WebUI under a certificate that
+    the box's CA root (tls-root.crt, fetched to the controller) verifies for the name; plain HTTP
+    answers 308 to it; Open WebUI's own port answers nothing from outside (it listens on the box's
+    loopback, and the firewall admits only the site's ports)."""
+    origin, port = _site(box)
+    page = https.request(SITE_NAME, port, "/health", ca_file=_ca(box))
+    assert (page.status, json.loads(page.body)) == (200, {"status": True})
+    http_port = int(box.host_vars()["tls_http_port"])
+    redirect = https.request(SITE_NAME, http_port, "/auth?next=chat")
+    assert (redirect.status, redirect.headers["location"]) == (308, f"{origin}/auth?next=chat")
+    listening = box.sh("ss -Hltn 'sport = :8080'").stdout.split()
+    assert "127.0.0.1:8080" in listening, listening
+    assert "0.0.0.0:8080" not in listening, listening
+    # Refused, reset or closed before an answer (RemoteDisconnected is a ConnectionResetError),
+    # or no answer within 10 s.
+    with pytest.raises((ConnectionError, TimeoutError)):
+        https.request("127.0.0.1", box.host_port(8080), "/health", timeout=10)
+
+
 def test_a_browser_chats_through_open_webui(box: Box) -> None:
-    """Debian's Chromium, driven by Playwright, signs in to Open WebUI through its published port,
-    picks the served model, asks a question and reads the answer; the screenshot is kept in
-    build/artifacts/ (the README shows one)."""
+    """Debian's Chromium, driven by Playwright, trusting the box's CA root the way a user adds it
+    (the NSS database Chromium reads), opens https://e2e:PORT, signs in to Open WebUI, picks the
+    served model, asks a question and reads the answer, streamed over the site's websocket; the
+    screenshot is kept in build/artifacts/ (the README shows one)."""
     screenshot = REPO / "build" / "artifacts" / "e2e" / "open-webui-chat.png"
-    url = f"http://127.0.0.1:{box.host_port(8080)}"
+    origin, _ = _site(box)
+    site = browser.Site(SITE_NAME, "127.0.0.1", _ca(box))
     password = SECRETS["open_webui_admin_password"]
     question = "What is the capital of France?"
-    answer = browser.chat(url, ADMIN_EMAIL, password, SERVED["vllm"], question=question, screenshot=screenshot)
+    answer = browser.chat(
+        origin, ADMIN_EMAIL, password, SERVED["vllm"], question=question, screenshot=screenshot, site=site
+    )
     assert "Paris" in answer
     assert screenshot.stat().st_size > 10_000
 

@@ -16,6 +16,7 @@ from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
 from bench.rig.rules.network import is_loopback
 from bench.rig.rules.resources import port_holder
+from bench.rig.tls import tls_on
 
 RECEIVER_KINDS = ("alertmanager", "webhook")
 # Prometheus' unit (roles/monitoring/vars/main.yml, _monitoring_units): it may hold its own port (a re-run).
@@ -79,6 +80,8 @@ def _port_clash(knobs: Knobs, port: int) -> str:
         others.append(("open_webui_port", as_int(knobs, "open_webui_port")))
     if as_bool(knobs, "reverse_proxy_enabled"):
         others.append(("reverse_proxy_port", as_int(knobs, "reverse_proxy_port")))
+    if tls_on(knobs):  # Caddy's HTTPS site in front of Open WebUI, and its redirect
+        others += [(knob, as_int(knobs, knob)) for knob in ("tls_https_port", "tls_http_port")]
     others += list(EXPORTER_PORTS.items())
     return next((name for name, other in others if other == port), "")
 

@@ -26,6 +26,9 @@ KNOBS: dict[str, Any] = {
     "reverse_proxy_enabled": False,
     "reverse_proxy_port": 8001,
     "llmrig_firewall_enabled": True,
+    "tls_enabled": True,
+    "tls_https_port": 443,
+    "tls_http_port": 80,
 }
 PRESET: Any = Preset  # the rule does not read the preset
 
@@ -55,6 +58,7 @@ def test_the_defaults_pass() -> None:
         ),
         ({"monitoring_prometheus_port": 9115}, "monitoring_prometheus_port: 9115 is the blackbox exporter's port too"),
         ({"monitoring_prometheus_port": 11434}, "monitoring_prometheus_port: 11434 is ollama_port's port too"),
+        ({"monitoring_prometheus_port": 443}, "monitoring_prometheus_port: 443 is tls_https_port's port too"),
         (
             {"monitoring_prometheus_host": "0.0.0.0", "llmrig_firewall_enabled": False},
             "monitoring_prometheus_host: is 0.0.0.0, off loopback, with llmrig_firewall_enabled false",
