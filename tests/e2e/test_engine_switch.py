@@ -259,10 +259,12 @@ def _verify(box: Box, engine: str, *flags: str) -> None:
     assert f"{ADMIN_EMAIL} signs in; Open WebUI lists ['{SERVED[engine]}']" in run.output
     # It reports the HTTPS site's certificate and Prometheus' targets.
     origin, _ = _site(box)
-    assert re.search(
-        rf"{re.escape(origin[8:])}: certificate from .*, expires .* \(in \d+ days\); plain HTTP answers 308", run.output
+    certificate = (
+        rf"{re.escape(origin)}: certificate from .+ expires .+ \(in [0-9.]+ days; Caddy renews it before then\);"
+        rf" plain HTTP answers 308 to {re.escape(origin)}/"
     )
-    assert re.search(r"engine .*up", run.output), "verify.yml did not list Prometheus' engine target"
+    assert re.search(certificate, run.output), "verify.yml did not report the HTTPS site's certificate"
+    assert re.search(r"engine \S+: up; engine_health \S+: up", run.output), "verify.yml did not list the targets"
 
 
 def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
