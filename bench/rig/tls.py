@@ -30,6 +30,7 @@ PRIVATE_SUFFIXES = (
     ".example",
     ".invalid",
     ".arpa",
+    ".fritz.box",  # AVM's FRITZ!Box routers name LAN hosts under it
 )
 DEFAULT_HTTPS_PORT = 443
 
@@ -44,6 +45,23 @@ def https_url(name: str, port: Any) -> str:
 def tls_on(knobs: Mapping[str, Any]) -> bool:
     """Whether Caddy serves Open WebUI over HTTPS: ``tls_enabled`` with ``open_webui_enabled``."""
     return truthy(knobs.get("tls_enabled")) and truthy(knobs.get("open_webui_enabled", True))
+
+
+def server_name_problem(name: str) -> str:
+    """Why ``name`` cannot be the HTTPS site's name ('' when it can): Caddy's site address and
+    Open WebUI's origin take a DNS name or an IPv4 address; an IPv6 literal or a name with spaces
+    would render a site for another name."""
+    if not name:
+        return ""
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        if HOST_NAME.fullmatch(name):
+            return ""
+        return f"{name!r} is no DNS name (letters, digits, '-' and dots) or IPv4 address"
+    if address.version == 6:
+        return f"{name!r} is an IPv6 address; give the box a DNS name (or its IPv4 address)"
+    return ""
 
 
 def acme_name_problem(name: str) -> str:

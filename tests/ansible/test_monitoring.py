@@ -390,7 +390,8 @@ ENGINE_FACT = {
 
 def test_check_mode_on_a_fresh_host_installs_or_stops_without_failing(tmp_path: Path) -> None:
     """site.yml --check --tags monitoring on this machine, where none of the packages is installed:
-    enabled, it would install and configure (no file the packages bring is needed yet); disabled,
+    enabled, it would install and configure (no file the packages bring is needed yet), also on a
+    box that already has the engine's key (a box installed before monitoring); disabled,
     it stops nothing that does not exist and does not fail."""
     enabled = run_playbook(
         "site.yml", {"llmrig_engine": ENGINE_FACT}, flags=("--tags", "monitoring"), tmp_path=tmp_path
@@ -400,6 +401,19 @@ def test_check_mode_on_a_fresh_host_installs_or_stops_without_failing(tmp_path: 
     assert any("install | Install Prometheus" in name for name in ran), ran
     assert any("Write Prometheus' arguments" in name for name in ran), ran
     assert not any(name.startswith("monitoring : disabled") for name in ran), ran
+    # A box that already serves an engine (its key file there), before monitoring was installed:
+    # the upgrade path of every box. Check mode copies no key into a directory not made yet.
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "api_key").write_text(KEY, encoding="utf-8")
+    (tmp_path / "upgrade").mkdir()
+    upgrade = run_playbook(
+        "site.yml",
+        {"llmrig_engine": ENGINE_FACT, "llmrig_config_dir": str(config)},
+        flags=("--tags", "monitoring"),
+        tmp_path=tmp_path / "upgrade",
+    )
+    assert upgrade.returncode == 0, upgrade.failed_tasks or upgrade.output[-2000:]
     (tmp_path / "off").mkdir()
     disabled = run_playbook(
         "site.yml",

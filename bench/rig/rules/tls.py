@@ -11,7 +11,7 @@ from bench.rig.problems import Problem
 from bench.rig.rules.knobs import Host, Knobs, as_bool, as_int, as_str, err
 from bench.rig.rules.network import HOST_KNOBS, is_loopback
 from bench.rig.rules.resources import PROXY_UNIT, port_holder
-from bench.rig.tls import acme_name_problem, tls_on
+from bench.rig.tls import acme_name_problem, server_name_problem, tls_on
 
 TLS_PORT_KNOBS = ("tls_https_port", "tls_http_port")
 # The ports the CA's ACME challenges come to: HTTP-01 on 80, TLS-ALPN-01 on 443 (Caddy tries both).
@@ -80,6 +80,8 @@ def rule_tls(knobs: Knobs, host: Host, device: str, preset: Preset) -> list[Prob
     are the proxy's own, and ACME is asked for a public name only."""
     problems: list[Problem] = []
     if as_bool(knobs, "reverse_proxy_tls") or tls_on(knobs):
+        if name_problem := server_name_problem(as_str(knobs, "tls_server_name")):
+            return err("tls_server_name", name_problem)
         problems += _acme_problems(knobs)
     if not tls_on(knobs):
         return problems

@@ -53,6 +53,22 @@ def test_acme_cannot_issue_for_addresses_private_or_bad_names(name: str) -> None
     assert acme_name_problem(name) != ""
 
 
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("fd00::5", "tls_server_name: 'fd00::5' is an IPv6 address; give the box a DNS name (or its IPv4 address)"),
+        ("my box", "tls_server_name: 'my box' is no DNS name (letters, digits, '-' and dots) or IPv4 address"),
+    ],
+)
+def test_a_name_caddy_cannot_serve_is_refused_naming_the_knob(name: str, problem: str) -> None:
+    assert _found(tls_server_name=name) == [problem]
+
+
+@pytest.mark.parametrize("name", ["gpu-box", "192.168.1.50", "box.lan", "box.fritz.box"])
+def test_lan_names_and_addresses_get_caddys_own_ca(name: str) -> None:
+    assert _found(tls_server_name=name) == []
+
+
 def test_the_url_and_origin_clients_use() -> None:
     assert https_url("gpu-box", 443) == "https://gpu-box"
     assert https_url("gpu-box", "8443") == "https://gpu-box:8443"
