@@ -32,6 +32,15 @@ EXPORTER_PORTS: Mapping[str, int] = {
 # Prometheus' duration (model.ParseDuration) and size (units.Base2Bytes) syntax.
 _DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 _SIZE = re.compile(r"^\d+(B|KB|MB|GB|TB|PB|EB)$")
+_UNIT_SECONDS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+# The alerts hold for 2 minutes and read rates over 5: a scrape at least every minute gives each
+# window several samples (and verify.yml waits two minutes for a scrape of every target).
+MAX_SCRAPE_INTERVAL_S = 60
+
+
+def duration_seconds(value: str) -> float:
+    """A Prometheus duration that :data:`_DURATION` matched, in seconds."""
+    return sum(int(number) * _UNIT_SECONDS[unit] for number, unit in re.findall(r"(\d+)(ms|[ywdhms])", value))
 
 
 def _duration(knobs: Knobs, name: str) -> list[Problem]:
@@ -93,7 +102,14 @@ def rule_monitoring(knobs: Knobs, host: Host, device: str, preset: Preset) -> li
         return []
     problems = _receivers(knobs)
     problems += _duration(knobs, "monitoring_retention_time")
-    problems += _duration(knobs, "monitoring_scrape_interval")
+    interval = _duration(knobs, "monitoring_scrape_interval")
+    if not interval and duration_seconds(as_str(knobs, "monitoring_scrape_interval")) > MAX_SCRAPE_INTERVAL_S:
+        interval = err(
+            "monitoring_scrape_interval",
+            f"is {as_str(knobs, 'monitoring_scrape_interval')}: at most 1m, so that the alerts' 2-minute "
+            "and 5-minute windows hold several samples",
+        )
+    problems += interval
     size = as_str(knobs, "monitoring_retention_size")
     if size and not _SIZE.match(size):
         problems += err(

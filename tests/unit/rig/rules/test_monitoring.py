@@ -57,6 +57,8 @@ def test_the_defaults_pass() -> None:
             "monitoring_retention_time: 'two weeks' is not a Prometheus duration",
         ),
         ({"monitoring_prometheus_port": 9115}, "monitoring_prometheus_port: 9115 is the blackbox exporter's port too"),
+        ({"monitoring_scrape_interval": "2m"}, "monitoring_scrape_interval: is 2m: at most 1m"),
+        ({"monitoring_scrape_interval": "1m1s"}, "monitoring_scrape_interval: is 1m1s: at most 1m"),
         ({"monitoring_prometheus_port": 11434}, "monitoring_prometheus_port: 11434 is ollama_port's port too"),
         ({"monitoring_prometheus_port": 443}, "monitoring_prometheus_port: 443 is tls_https_port's port too"),
         (
