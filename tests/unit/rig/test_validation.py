@@ -214,6 +214,9 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("cpu", {"grafana_enabled": True, "grafana_port": 8001, "reverse_proxy_enabled": True}, "grafana_port"),
     ("cpu", {"grafana_enabled": True, "grafana_port": 70000}, "grafana_port"),
     ("cpu", {"grafana_enabled": True, "grafana_host": "localhost"}, "grafana_host"),
+    ("cpu", {"grafana_enabled": True, "monitoring_enabled": False}, "grafana_enabled"),
+    ("cpu", {"grafana_enabled": True, "grafana_port": 9100}, "grafana_port"),
+    ("cpu", {"grafana_enabled": True, "grafana_port": 443}, "grafana_port"),
     ("gpu", {"reverse_proxy_enabled": True, "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"reverse_proxy_enabled": True, "llmrig_firewall_enabled": False}, "llmrig_allow_unfiltered"),
     (
