@@ -60,6 +60,13 @@ def _acme_problems(knobs: Knobs) -> list[Problem]:
             )
         return []
     problems: list[Problem] = []
+    if not tls_on(knobs):  # reverse_proxy_tls alone: no site on tls_http_port or tls_https_port
+        return err(
+            "tls_acme_email",
+            "is set with tls_enabled off: ACME for the API site alone is not built (the CA's challenges come "
+            "to ports 80 and 443, which only the Open WebUI site serves); turn tls_enabled on or leave "
+            "tls_acme_email empty (tls internal)",
+        )
     if "@" not in as_str(knobs, "tls_acme_email"):
         problems += err("tls_acme_email", f"{as_str(knobs, 'tls_acme_email')!r} is not an e-mail address")
     if problem := acme_name_problem(name):

@@ -69,6 +69,23 @@ def test_lan_names_and_addresses_get_caddys_own_ca(name: str) -> None:
     assert _found(tls_server_name=name) == []
 
 
+def test_acme_for_the_api_site_alone_is_refused() -> None:
+    found = _found(
+        tls_enabled=False,
+        open_webui_host="0.0.0.0",
+        reverse_proxy_enabled=True,
+        reverse_proxy_host="0.0.0.0",
+        reverse_proxy_tls=True,
+        tls_server_name="chat.example.org",
+        tls_acme_email="ops@example.org",
+    )
+    assert found == [
+        "tls_acme_email: is set with tls_enabled off: ACME for the API site alone is not built (the CA's "
+        "challenges come to ports 80 and 443, which only the Open WebUI site serves); turn tls_enabled on "
+        "or leave tls_acme_email empty (tls internal)"
+    ]
+
+
 def test_the_url_and_origin_clients_use() -> None:
     assert https_url("gpu-box", 443) == "https://gpu-box"
     assert https_url("gpu-box", "8443") == "https://gpu-box:8443"
