@@ -25,6 +25,7 @@ ROLES = [
     "reverse_proxy",
     "secrets",
     "grafana",
+    "monitoring",
 ]
 BAD = [
     ("nvidia_driver", "nvidia_driver_source", "debian"),
@@ -37,6 +38,7 @@ BAD = [
     ("firewall", "llmrig_firewall_enabled", "maybe"),
     ("engine", "llmrig_secret_length", "long"),
     ("grafana", "grafana_port", "three thousand"),
+    ("monitoring", "monitoring_prometheus_port", "ninety ninety"),
 ]
 
 
