@@ -143,20 +143,22 @@ class Box:
         ]
         command += ["-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:127.0.0.1:{port}", f"root@{self.name}"]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        up = False
         try:
             deadline = time.monotonic() + 30
-            while True:
+            while not up and process.poll() is None and time.monotonic() < deadline:
                 try:
                     socket.create_connection(("127.0.0.1", local), timeout=1).close()
-                    break
+                    up = True
                 except OSError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"ssh -L to port {port} did not come up") from None
                     time.sleep(0.2)
-            yield local
+            if up:
+                yield local
         finally:
             process.terminate()
-            process.wait(timeout=10)
+            _, said = process.communicate(timeout=10)  # reaps ssh and closes its stderr pipe
+        if not up:
+            raise RuntimeError(f"ssh -L to port {port} did not come up: {said.decode(errors='replace')}")
 
     def journal(self, unit: str, since: str) -> str:
         return self.sh(f"journalctl --no-pager --output=cat -u {unit} --since '{since}'").stdout
