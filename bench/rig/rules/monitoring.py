@@ -82,8 +82,10 @@ def _receivers(knobs: Knobs) -> list[Problem]:
     return problems
 
 
-def _port_clash(knobs: Knobs, port: int) -> str:
-    """The service whose port ``port`` is too, or ''."""
+def port_owner(knobs: Knobs, port: int) -> str:
+    """The llmrig service other than Prometheus whose port ``port`` is (its knob, or the exporter),
+    or '': every engine's, Open WebUI's and the API proxy's while enabled, the HTTPS site's two
+    while on, and the exporters'. Grafana's rule asks it too."""
     others = [(engine.port_knob, as_int(knobs, engine.port_knob)) for engine in ENGINES]
     if as_bool(knobs, "open_webui_enabled"):
         others.append(("open_webui_port", as_int(knobs, "open_webui_port")))
@@ -122,7 +124,7 @@ def rule_monitoring(knobs: Knobs, host: Host, device: str, preset: Preset) -> li
             "monitoring_prometheus_port",
             f"must be a TCP port (1-65535), got {knobs.get('monitoring_prometheus_port')!r}",
         )
-    elif clash := _port_clash(knobs, port):
+    elif clash := port_owner(knobs, port):
         problems += err("monitoring_prometheus_port", f"{port} is {clash}'s port too; choose another")
     elif holder := port_holder(host, port, as_str(knobs, "monitoring_prometheus_host"), {PROMETHEUS_UNIT}):
         problems += err("monitoring_prometheus_port", holder)
