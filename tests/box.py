@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from bench.rig.engines import ENGINES
-from tests.helpers import PlaybookRun, run_playbook
+from tests.helpers import PlaybookRun, free_ports, run_playbook
 
 HOST = "box"  # the inventory name of the box (host_vars/box.yml, artifacts/box/)
 PLAYBOOK_TIMEOUT_S = 1500
@@ -131,9 +131,7 @@ class Box:
         settings = yaml.safe_load((self.inventory / "hosts.yml").read_text(encoding="utf-8"))["llmrig"]["hosts"][
             self.host
         ]
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            local = int(probe.getsockname()[1])
+        (local,) = free_ports()
         command = [
             "ssh",
             "-N",

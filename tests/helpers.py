@@ -6,6 +6,7 @@ import http.server
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -249,3 +250,16 @@ class HealthEngine:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def free_ports(count: int = 1) -> list[int]:
+    """``count`` TCP ports free on the host's loopback now, all different (held open together
+    while they are read, so that two calls in one test cannot get the same port)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()

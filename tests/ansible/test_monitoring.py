@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import REPO, ansible_render, load_file_module, monitoring_binary, run_playbook
+from tests.helpers import REPO, ansible_render, free_ports, load_file_module, monitoring_binary, run_playbook
 
 pytestmark = pytest.mark.ansible
 
@@ -41,13 +41,6 @@ ENGINES = {
     "llamacpp": ("http://127.0.0.1:8081/v1", "http://127.0.0.1:8081/health"),
     "ollama": ("http://127.0.0.1:11434/v1", "http://127.0.0.1:11434/"),
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _variables(engine: str = "vllm", **overrides: Any) -> dict[str, Any]:
@@ -267,7 +260,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     key.chmod(0o600)
     rules = tmp / "llmrig-alerts.yml"
     rules.write_text((ROLE / "files" / "llmrig-alerts.yml").read_text(encoding="utf-8"), encoding="utf-8")
-    prometheus_port, blackbox_port, node_port = _free_port(), _free_port(), _free_port()
+    prometheus_port, blackbox_port, node_port = free_ports(3)
     textfile = tmp / "textfile"
     textfile.mkdir()
     mount = subprocess.run(
@@ -431,7 +424,7 @@ def test_check_mode_on_a_fresh_host_installs_or_stops_without_failing(tmp_path: 
 
 def test_the_verify_module_fails_naming_what_it_waited_for() -> None:
     """No Prometheus on the port: the module gives up after its time-out and says it got no answer."""
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{free_ports()[0]}"
     result = TARGETS.wait({"url": url, "timeout_s": 1, "interval_s": 0.2})
     assert result["failed"] is True
     assert result["msg"].startswith(f"Prometheus at {url}, after 1 s: {url}/api/v1/targets did not answer")

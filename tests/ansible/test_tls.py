@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from bench.rig.firewall import firewall_rules
-from tests.helpers import BIN, REPO, ansible_render
+from tests.helpers import BIN, REPO, ansible_render, free_ports
 
 pytestmark = pytest.mark.ansible
 
@@ -39,13 +39,6 @@ NAME = "webui.box.lan"
 KEY = "Kq7wZt3xN8vR2mB5pL9sD4fG6hJ1cY0e"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 OVER_SSH = {"ansible_port": "", "ssh_connection": "192.168.1.20 50022 192.168.1.50 22"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _knobs(**overrides: Any) -> dict[str, Any]:
@@ -173,7 +166,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         pytest.fail("caddy is not installed: scripts/testrig caddy installs Debian's package (apt-get install caddy)")
     tmp = tmp_path_factory.mktemp("caddy-tls")
     upstream = _Upstream()
-    https, http, api = _free_port(), _free_port(), _free_port()
+    https, http, api = free_ports()[0], free_ports()[0], free_ports()[0]
     knobs = _knobs(
         tls_https_port=https, tls_http_port=http, reverse_proxy_port=api, open_webui_port=upstream.port, tls_hsts=True
     )
@@ -331,7 +324,7 @@ def test_the_probe_module_reports_the_expiry_and_the_redirect(site: Site) -> Non
 def test_an_address_as_the_name_gets_a_certificate_for_that_address(tmp_path: Path) -> None:
     """tls_server_name an IP address (the inventory name, when that is one): Caddy's CA signs the
     address, which a client reaching it without SNI verifies; the role's probe dials the address."""
-    https, http = _free_port(), _free_port()
+    https, http = free_ports()[0], free_ports()[0]
     knobs = _knobs(reverse_proxy_enabled=False, tls_server_name="127.0.0.1", tls_https_port=https, tls_http_port=http)
     config = tmp_path / "Caddyfile"
     config.write_text(_render("Caddyfile.j2", knobs), encoding="utf-8")

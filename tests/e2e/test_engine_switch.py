@@ -41,7 +41,7 @@ from tests.box import (
     rig_environment,
     start,
 )
-from tests.helpers import BIN, REPO, PlaybookRun
+from tests.helpers import BIN, REPO, PlaybookRun, free_ports
 from tests.result_files import load_result
 from tests.vllm_routes import VLLM_ROUTES, expected_status
 
@@ -119,7 +119,7 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         # ports keep their numbers there (its URL names its port: https://e2e:PORT is then the
         # same origin inside and out); Open WebUI's own port is published too, to prove that
         # nothing answers on it from outside (it listens on the box's loopback only).
-        https_port, http_port = _free_ports(2)
+        https_port, http_port = free_ports(2)
         publish, same = (API_PORT, 8080), (https_port, http_port)
         the_box = start(name, tmp, host=SITE_NAME, mounts={str(mirror): "/mirror"}, publish=publish, publish_same=same)
         mirror_url = f"http://127.0.0.1:{MIRROR_PORT}/v{{{{ ollama_version }}}}"
@@ -153,18 +153,6 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         yield the_box
     finally:
         remove(name)
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` ports free on the host's loopback now (held open together, so all differ)."""
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
 
 
 def _site(box: Box) -> tuple[str, int]:
