@@ -85,5 +85,5 @@ def test_a_changed_key_file_restarts_the_engine() -> None:
         assert env_task["ansible.builtin.template"]["mode"] == "0600"  # type: ignore[index]
         publish = _tasks(role, "publish.yml")[0]["ansible.builtin.set_fact"]
         assert f"__{role}_env_file" in publish["llmrig_engine"]["restart_needed"]  # type: ignore[index]
-    start = _tasks("engine", "start.yml")[0]["ansible.builtin.systemd_service"]
+    start = _tasks("engine", "start.yml")[0]["block"][0]["ansible.builtin.systemd_service"]  # type: ignore[index]
     assert start["state"] == "{{ 'restarted' if llmrig_engine.restart_needed else 'started' }}"  # type: ignore[index]
