@@ -287,6 +287,7 @@ def _verify(box: Box, engine: str, *flags: str) -> None:
     )
     assert re.search(certificate, run.output), "verify.yml did not report the HTTPS site's certificate"
     assert re.search(r"engine \S+: up; engine_health \S+: up", run.output), "verify.yml did not list the targets"
+    assert f"Backups to {BACKUP_REPOSITORY}: the timers run" in run.output
 
 
 def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
