@@ -1271,8 +1271,15 @@ def test_a_fresh_box_restores_the_backup(box: Box) -> None:
             ),
         )
         _serve_mirror(fresh)
-        fresh.set_host_vars({**fresh_vars, **cpu_host_vars(fresh), "llmrig_pip_find_links": ["/wheelhouse"],
-                             "tls_https_port": https_port, "tls_http_port": http_port})  # fmt: skip
+        # The old box's inventory, but for its own ports and artifacts, and no secrets but the backup's.
+        fresh.set_host_vars(
+            {
+                **fresh_vars,
+                "llmrig_artifacts_dir": str(fresh.artifacts),
+                "tls_https_port": https_port,
+                "tls_http_port": http_port,
+            }
+        )
         # Not a provisioned box yet: refused before any change.
         early = fresh.play("playbooks/restore.yml", inference_engine="ollama")
         assert early.returncode != 0
@@ -1283,6 +1290,9 @@ def test_a_fresh_box_restores_the_backup(box: Box) -> None:
         generated_key = (fresh.artifacts / SITE_NAME / "api_key").read_text(encoding="utf-8").strip()
         assert generated_key != SECRETS["llmrig_api_key"]
         assert _sign_in(fresh, SECRETS["open_webui_admin_password"])[0] == 400
+        database = "stat -c '%a %U' /var/lib/open-webui/webui.db"
+        mode_and_owner = fresh.sh(database).stdout.split()
+        assert mode_and_owner[1] == "open-webui"
         restore = _timed("restore.yml", lambda: fresh.play("playbooks/restore.yml", inference_engine="ollama"))
         assert restore.returncode == 0, restore.failed_tasks or restore.output[-4000:]
         assert f"Restored snapshot {newest['short_id']} of {SITE_NAME}" in restore.output
@@ -1296,7 +1306,7 @@ def test_a_fresh_box_restores_the_backup(box: Box) -> None:
         assert (fresh.artifacts / SITE_NAME / "api_key").read_text(encoding="utf-8").strip() == SECRETS[
             "llmrig_api_key"
         ]
-        assert fresh.sh("stat -c '%a %U' /var/lib/open-webui/webui.db").stdout.split() == ["600", "open-webui"]
+        assert fresh.sh(database).stdout.split() == mode_and_owner  # Open WebUI's own file, as before
         # The clients' trust survives the rebuild: the old box's CA root verifies the new site.
         page = https.request(SITE_NAME, https_port, "/health", ca_file=old_ca)
         assert page.status == 200
