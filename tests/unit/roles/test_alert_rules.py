@@ -86,7 +86,10 @@ def test_the_tests_fail_when_a_window_or_a_threshold_moves(tmp_path: Path) -> No
     original = RULES.read_text(encoding="utf-8")
     mutants = {
         "windows": re.sub(r"for: (\d+)m", lambda m: f"for: {int(m.group(1)) - 1}m", original),
-        "thresholds": original.replace(" > 0.9", " >= 0.9").replace(" > 85", " >= 85").replace(" < on", " <= on"),
+        "thresholds": original.replace(" > 0.9", " >= 0.9")
+        .replace(" > 85", " >= 85")
+        .replace(" < on", " <= on")
+        .replace(" > on", " >= on"),
     }
     expected = {
         "windows": {
@@ -101,10 +104,11 @@ def test_the_tests_fail_when_a_window_or_a_threshold_moves(tmp_path: Path) -> No
             "GpuPowerCapped",
             "ModelsDiskLow",
             "OpenWebUINotReady",
+            "BackupFailed",
             "TargetMissing",
             "AlertNotificationsFailing",
         },
-        "thresholds": {"KVCacheAlmostFull", "GpuTemperatureHigh", "ModelsDiskLow"},
+        "thresholds": {"KVCacheAlmostFull", "GpuTemperatureHigh", "ModelsDiskLow", "BackupStale"},
     }
     for name, text in mutants.items():
         assert text != original, name
