@@ -68,8 +68,8 @@ def test_its_argument_spec_refuses_a_bad_parameter(tmp_path: Path) -> None:
 
 
 def test_the_service_roles_share_this_one_copy() -> None:
-    """vllm, ollama, llamacpp, open_webui, reverse_proxy, watchdog, monitoring (the GPU exporter) and
-    grafana include systemd_unit with both parameters; no other task file reloads systemd or runs
+    """vllm, ollama, llamacpp, open_webui, reverse_proxy, watchdog, monitoring (the GPU exporter),
+    grafana and backup include systemd_unit with both parameters; no other task file reloads systemd or runs
     systemd-analyze itself."""
     importers = []
     for path in sorted(REPO.glob("roles/*/tasks/*.yml")):
@@ -83,6 +83,7 @@ def test_the_service_roles_share_this_one_copy() -> None:
                 assert set(task["vars"]) == {"systemd_unit_paths", "systemd_unit_changed"}, path
                 importers.append(path.parts[-3])
     assert importers == [
+        "backup",
         "grafana",
         "llamacpp",
         "monitoring",
