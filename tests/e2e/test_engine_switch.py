@@ -25,6 +25,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -878,6 +880,65 @@ def test_an_operators_stop_stays_stopped(box: Box) -> None:
     assert "health check failed" not in log, log
 
 
+@dataclass(frozen=True)
+class Fresh:
+    """The fresh box of test_a_fresh_box_restores_the_backup, provisioned by site.yml while the
+    old box's tests go on: its box, restore.yml's run before site.yml, site.yml's run, its site's port."""
+
+    box: Box
+    early: PlaybookRun
+    site: PlaybookRun
+    https_port: int
+
+
+def _provision_fresh(box: Box, settings: dict[str, Any], name: str) -> Fresh:
+    """A fresh container with the old box's inventory (but for its own ports, artifacts and
+    secrets: none set but the backup's), refused by restore.yml, then provisioned by site.yml."""
+    https_port, http_port = free_ports(2)
+    fresh = _timed(
+        "start a fresh container",
+        lambda: start(
+            name,
+            box.tmp / "fresh",
+            host=SITE_NAME,
+            mounts={str(box.tmp / "mirror"): "/mirror", str(box.tmp / "bad"): "/bad-release"},
+            writable_mounts={str(box.tmp / "backup"): "/backup"},
+            publish=(API_PORT,),
+            publish_same=(https_port, http_port),
+        ),
+    )
+    _serve_mirror(fresh)
+    settings = {name: value for name, value in settings.items() if name not in SECRETS or name == "backup_password"}
+    fresh.set_host_vars(
+        {
+            **settings,
+            "llmrig_artifacts_dir": str(fresh.artifacts),
+            "tls_https_port": https_port,
+            "tls_http_port": http_port,
+        }
+    )
+    # Not a provisioned box yet: refused, before any change.
+    early = fresh.play("playbooks/restore.yml", inference_engine="ollama")
+    site = _timed("site.yml on the fresh box", lambda: fresh.play("site.yml", inference_engine="ollama"))
+    return Fresh(fresh, early, site, https_port)
+
+
+@pytest.fixture(scope="module")
+def fresh(box: Box) -> Iterator[Future[Fresh]]:
+    """Provisions the fresh box in a thread of its own, from the test that first asks for it on:
+    a playbook run uses about one core, so it runs beside the old box's tests on the other. The
+    old box's inventory no longer changes by then (its later runs set what they change as extra
+    variables)."""
+    name = f"llmrig-e2e-fresh-{os.getpid()}"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        try:
+            yield pool.submit(_provision_fresh, box, box.host_vars(), name)
+        finally:
+            remove(name)
+
+
+# Starts provisioning the fresh box (the fixture), which goes on beside this and the next tests.
+@pytest.mark.usefixtures("fresh")
 def test_switch_to_llamacpp(box: Box) -> None:
     _converge(box, "llamacpp")
     _verify(box, "llamacpp")
@@ -1239,74 +1300,44 @@ def _restore_refuses_before_any_change(fresh: Box) -> None:
     assert "Made after the snapshot" in _chat_titles(fresh, ACCOUNT["email"], ACCOUNT["password"])
 
 
-def test_a_fresh_box_restores_the_backup(box: Box) -> None:
-    """The box is removed and a fresh container takes its place: restore.yml refuses it until
-    site.yml has provisioned it, then puts the newest snapshot back. The admin password and the
-    API key of the old box work again (the fresh box had generated its own), the account made
+def test_a_fresh_box_restores_the_backup(box: Box, fresh: Future[Fresh]) -> None:
+    """The box is removed; a fresh container, which restore.yml refused until site.yml had
+    provisioned it (with secrets of its own), takes its place: restore.yml puts the newest
+    snapshot back. The admin password and the API key of the old box work again, the account made
     before the backup signs in and finds its chat in the browser, and the old box's CA root still
     verifies the HTTPS site (Caddy's CA came back). It then refuses, before any change, a snapshot
     that does not exist and a box whose chats changed after the snapshot. Each step is timed."""
     newest = _snapshots(box)[-1]
     old_ca = box.tmp / "old-box-tls-root.crt"
     old_ca.write_bytes(_ca(box).read_bytes())
-    fresh_vars = {
-        name: value
-        for name, value in box.host_vars().items()
-        if name not in SECRETS or name == "backup_password"  # its own secrets are generated
-    }
     _timed("remove the box", lambda: remove(box.name))
-    name, tmp = f"llmrig-e2e-fresh-{os.getpid()}", box.tmp / "fresh"
-    https_port, http_port = free_ports(2)
     try:
-        fresh = _timed(
-            "start a fresh container",
-            lambda: start(
-                name,
-                tmp,
-                host=SITE_NAME,
-                mounts={str(box.tmp / "mirror"): "/mirror", str(box.tmp / "bad"): "/bad-release"},
-                writable_mounts={str(box.tmp / "backup"): "/backup"},
-                publish=(API_PORT,),
-                publish_same=(https_port, http_port),
-            ),
-        )
-        _serve_mirror(fresh)
-        # The old box's inventory, but for its own ports and artifacts, and no secrets but the backup's.
-        fresh.set_host_vars(
-            {
-                **fresh_vars,
-                "llmrig_artifacts_dir": str(fresh.artifacts),
-                "tls_https_port": https_port,
-                "tls_http_port": http_port,
-            }
-        )
-        # Not a provisioned box yet: refused before any change.
-        early = fresh.play("playbooks/restore.yml", inference_engine="ollama")
-        assert early.returncode != 0
-        assert "is not a box that site.yml provisioned with backup_repository set" in early.output
-        assert fresh.sh("test -e /etc/llmrig", check=False).returncode == 1
-        site = _timed("site.yml on the fresh box", lambda: fresh.play("site.yml", inference_engine="ollama"))
+        provisioned = _timed("wait for the fresh box's site.yml, which ran beside", lambda: fresh.result(timeout=1800))
+        restored, https_port = provisioned.box, provisioned.https_port
+        assert provisioned.early.returncode != 0
+        assert "is not a box that site.yml provisioned with backup_repository set" in provisioned.early.output
+        site = provisioned.site
         assert site.returncode == 0, site.failed_tasks or site.output[-4000:]
-        generated_key = (fresh.artifacts / SITE_NAME / "api_key").read_text(encoding="utf-8").strip()
+        generated_key = (restored.artifacts / SITE_NAME / "api_key").read_text(encoding="utf-8").strip()
         assert generated_key != SECRETS["llmrig_api_key"]
-        assert _sign_in(fresh, SECRETS["open_webui_admin_password"])[0] == 400
+        assert _sign_in(restored, SECRETS["open_webui_admin_password"])[0] == 400
         database = "stat -c '%a %U' /var/lib/open-webui/webui.db"
-        mode_and_owner = fresh.sh(database).stdout.split()
+        mode_and_owner = restored.sh(database).stdout.split()
         assert mode_and_owner[1] == "open-webui"
-        restore = _timed("restore.yml", lambda: fresh.play("playbooks/restore.yml", inference_engine="ollama"))
-        assert restore.returncode == 0, restore.failed_tasks or restore.output[-4000:]
-        assert f"Restored snapshot {newest['short_id']} of {SITE_NAME}" in restore.output
-        assert "2 users" in restore.output
+        run = _timed("restore.yml", lambda: restored.play("playbooks/restore.yml", inference_engine="ollama"))
+        assert run.returncode == 0, run.failed_tasks or run.output[-4000:]
+        assert f"Restored snapshot {newest['short_id']} of {SITE_NAME}" in run.output
+        assert "2 users" in run.output
         # The old box's admin password, account, chat and API key; the fresh box's key is gone.
-        assert _admin_token(fresh)
-        assert CHAT_TITLE in _chat_titles(fresh, ACCOUNT["email"], ACCOUNT["password"])
-        models = f"http://127.0.0.1:{fresh.host_port(API_PORT)}/v1/models"
+        assert _admin_token(restored)
+        assert CHAT_TITLE in _chat_titles(restored, ACCOUNT["email"], ACCOUNT["password"])
+        models = f"http://127.0.0.1:{restored.host_port(API_PORT)}/v1/models"
         assert _from_host(models, "GET", SECRETS["llmrig_api_key"]) == 200
         assert _from_host(models, "GET", generated_key) == 401
-        assert (fresh.artifacts / SITE_NAME / "api_key").read_text(encoding="utf-8").strip() == SECRETS[
+        assert (restored.artifacts / SITE_NAME / "api_key").read_text(encoding="utf-8").strip() == SECRETS[
             "llmrig_api_key"
         ]
-        assert fresh.sh(database).stdout.split() == mode_and_owner  # Open WebUI's own file, as before
+        assert restored.sh(database).stdout.split() == mode_and_owner  # Open WebUI's own file, as before
         # The clients' trust survives the rebuild: the old box's CA root verifies the new site.
         page = https.request(SITE_NAME, https_port, "/health", ca_file=old_ca)
         assert page.status == 200
@@ -1323,9 +1354,8 @@ def test_a_fresh_box_restores_the_backup(box: Box) -> None:
             ),
         )
         assert CHAT_TITLE in seen
-        _restore_refuses_before_any_change(fresh)
+        _restore_refuses_before_any_change(restored)
     finally:
-        remove(name)
         times = REPO / "build" / "artifacts" / "e2e" / "restore-times.json"
         times.parent.mkdir(parents=True, exist_ok=True)
         times.write_text(json.dumps(BACKUP_TIMES, indent=1) + "\n", encoding="utf-8")
