@@ -54,6 +54,7 @@ KNOB_PREFIXES = (
     "engine_",
     "nvidia_driver_",
     "tls_",
+    "backup_",
 )
 # Facts that roles publish for later ones: they carry the prefix but are not knobs.
 # tests/unit/rig/test_specs.py checks this against every set_fact of the roles.
@@ -67,6 +68,7 @@ PUBLISHED_FACTS = frozenset(
         "llmrig_engine",
         "llmrig_engine_record",
         "llmrig_open_webui_secrets",
+        "llmrig_restored",
     }
 )
 

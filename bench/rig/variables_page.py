@@ -43,6 +43,7 @@ SECTIONS = {
     "tls": "HTTPS in front of Open WebUI",
     "security": "Security",
     "grafana": "Grafana",
+    "backup": "Backups",
 }
 LONG_MAPPING = 160  # a mapping default longer than this, written out, is summarised by its keys
 _MANAGED = re.compile(r"^Managed by llmrig[:.]\s*")

@@ -403,6 +403,84 @@ CASES: list[tuple[str, str, str, dict[str, Any], str]] = [
         {"reverse_proxy_enabled": True, "reverse_proxy_host": "192.0.2.99"},
         "reverse_proxy_host",
     ),
+    # Backups (a repository with a password, then one knob wrong; the values of secrets never shown).
+    ("backup-repository-relative", "cpu", "extra", {"backup_repository": "backups/llmrig"}, "backup_repository"),
+    (
+        "backup-repository-scheme",
+        "cpu",
+        "group",
+        {"backup_repository": "b2:pfBucket:llmrig", "backup_password": "pfRepoPassword1"},
+        "backup_repository",
+    ),
+    ("backup-no-password", "cpu", "host", {"backup_repository": "/mnt/nas/llmrig"}, "backup_password"),
+    (
+        "backup-password-file-readable",
+        "cpu",
+        "extra",
+        {"backup_repository": "/mnt/nas/llmrig", "backup_password_file": "{tmp}/readable-password"},
+        "backup_password_file",
+    ),
+    (
+        "backup-password-file-empty",
+        "cpu",
+        "group",
+        {"backup_repository": "/mnt/nas/llmrig", "backup_password_file": "{tmp}/empty-password"},
+        "backup_password_file",
+    ),
+    ("backup-keep-daily-0", "cpu", "host", {"backup_keep_daily": 0}, "backup_keep_daily"),
+    ("backup-max-age-negative", "cpu", "extra", {"backup_max_age_h": -1}, "backup_max_age_h"),
+    (
+        "backup-environment-reserved",
+        "cpu",
+        "group",
+        {
+            "backup_repository": "/mnt/nas/llmrig",
+            "backup_password": "pfRepoPassword1",
+            "backup_environment": {"RESTIC_PASSWORD": "pfOtherPassword2"},
+        },
+        "backup_environment",
+    ),
+    (
+        "backup-heartbeat-no-scheme",
+        "cpu",
+        "host",
+        {
+            "backup_repository": "/mnt/nas/llmrig",
+            "backup_password": "pfRepoPassword1",
+            "backup_heartbeat_url": "hc-ping.com/pfHeartbeatToken",
+        },
+        "backup_heartbeat_url",
+    ),
+    (
+        "backup-read-data-subset",
+        "cpu",
+        "extra",
+        {
+            "backup_repository": "/mnt/nas/llmrig",
+            "backup_password": "pfRepoPassword1",
+            "backup_check_read_data_subset": "5",
+        },
+        "backup_check_read_data_subset",
+    ),
+    (
+        "backup-schedule-empty",
+        "cpu",
+        "group",
+        {"backup_repository": "/mnt/nas/llmrig", "backup_password": "pfRepoPassword1", "backup_schedule": ""},
+        "backup_schedule",
+    ),
+    # An hour systemd has not: systemd-analyze calendar on the host refuses it.
+    (
+        "backup-schedule-systemd-refuses",
+        "cpu",
+        "host",
+        {
+            "backup_repository": "/mnt/nas/llmrig",
+            "backup_password": "pfRepoPassword1",
+            "backup_check_schedule": "Mon 25:00",
+        },
+        "backup_check_schedule",
+    ),
     (
         "malformed-preset",
         "cpu",
@@ -466,6 +544,10 @@ def test_refused_in_preflight_naming_the_variable_and_nothing_changes(
 ) -> None:
     _, kind, place, variables, variable = case
     (tmp_path / "llama-server").write_text("#!/bin/sh\n", encoding="utf-8")  # not executable
+    (tmp_path / "readable-password").write_text("pfFilePassword3\n", encoding="utf-8")
+    (tmp_path / "readable-password").chmod(0o644)  # its group and others may read it
+    (tmp_path / "empty-password").write_text("\n", encoding="utf-8")
+    (tmp_path / "empty-password").chmod(0o600)
     marker = tmp_path / "marker"
     marker.touch()
     run = _run(tmp_path, kind, place, variables)
@@ -484,8 +566,10 @@ def test_refused_in_preflight_naming_the_variable_and_nothing_changes(
     assert _changed_since(marker) == []
     for name in SECRET_KNOBS & set(variables):  # a secret's value is never shown, anywhere in the output
         value = variables[name]
-        for shown in value if isinstance(value, list) else [value]:
+        values = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
+        for shown in values:
             assert str(shown).strip() not in run.output, name
+    assert "pfFilePassword3" not in run.output  # nor the content of a password file
 
 
 def test_cases_cover_every_place_and_enough_configurations() -> None:

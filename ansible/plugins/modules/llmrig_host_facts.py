@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Ansible module: read-only host facts for llmrig's preflight (OS, CPU, RAM, disk, NVIDIA GPUs,
-the paths the knobs name, the listening TCP ports)."""
+the paths the knobs name, the schedules systemd-analyze accepts, the listening TCP ports)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,13 @@ options:
         C(addresses) with C(address), C(bindable) (this host can bind it) and C(error) (why not).
     type: dict
     default: {}
+  calendars:
+    description:
+      - Knob name to the systemd OnCalendar expression it holds (empty values are left out). Each is
+        reported under C(calendars) with C(checked) (C(systemd-analyze) is on the host) and C(valid)
+        (C(systemd-analyze calendar) accepts it; true when it could not be checked).
+    type: dict
+    default: {}
 author: llmrig
 """
 
@@ -47,8 +54,8 @@ EXAMPLES = r"""
 RETURN = r"""
 ansible_facts:
   description: C(llmrig_host) with os, cpu, memory, disk, gpus, gpu_source, driver_version, paths,
-    addresses and listeners (one per listening TCP socket, with address, port, pid, process and unit; pid 0 and
-    empty names when the holder cannot be seen).
+    addresses, calendars and listeners (one per listening TCP socket, with address, port, pid, process
+    and unit; pid 0 and empty names when the holder cannot be seen).
   returned: always
   type: dict
 """
@@ -201,6 +208,16 @@ def gather_gpus(module):
     return [], "none", ""
 
 
+def check_calendar(module, expression):
+    """Whether systemd accepts ``expression`` as an OnCalendar value (valid stays true when
+    systemd-analyze is not on the host: the timer unit's own check then speaks)."""
+    analyze = module.get_bin_path("systemd-analyze")
+    if analyze is None:
+        return {"checked": False, "valid": True}
+    rc, _out, _err = module.run_command([analyze, "calendar", "--", expression])
+    return {"checked": True, "valid": rc == 0}
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -208,6 +225,7 @@ def main():
             "nvidia_smi_timeout": {"type": "int", "default": 20},
             "paths": {"type": "dict", "default": {}},
             "addresses": {"type": "dict", "default": {}},
+            "calendars": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -237,6 +255,11 @@ def main():
         "addresses": {
             str(name): probe_address(str(value))
             for name, value in module.params["addresses"].items()
+            if value not in (None, "")
+        },
+        "calendars": {
+            str(name): check_calendar(module, str(value))
+            for name, value in module.params["calendars"].items()
             if value not in (None, "")
         },
         "listeners": listeners(),

@@ -2,7 +2,8 @@
 
 Each rule reads the rendered knobs (``group_vars/all`` after overrides), the host facts from
 the ``llmrig_host_facts`` module, the resolved device (``cuda`` or ``cpu``) and the preset, and
-returns the problems it finds. Types and choices are the argument specs' job; these rules cover
+returns the problems it finds (the backup rule also looks at the password file: preflight runs
+the rules in a filter, on the controller). Types and choices are the argument specs' job; these rules cover
 what a single variable's type cannot say.
 
 One module per concern: :mod:`~bench.rig.rules.engine` (the engine's knobs against the preset),
@@ -20,13 +21,15 @@ and module options),
 :mod:`~bench.rig.rules.addresses` (the bind addresses on the host),
 :mod:`~bench.rig.rules.open_webui` (Open WebUI's knobs and port),
 :mod:`~bench.rig.rules.monitoring` (Prometheus' receivers, retention, port and address),
-:mod:`~bench.rig.rules.grafana` (Grafana's address and port), all reading their inputs
-through :mod:`~bench.rig.rules.knobs`.
+:mod:`~bench.rig.rules.grafana` (Grafana's address and port),
+:mod:`~bench.rig.rules.backup` (the restic repository, its password, retention and schedules),
+all reading their inputs through :mod:`~bench.rig.rules.knobs`.
 """
 
 from __future__ import annotations
 
 from bench.rig.rules.addresses import rule_bind_addresses
+from bench.rig.rules.backup import rule_backup
 from bench.rig.rules.combinations import rule_visible_devices, rule_vllm_only_settings, rule_watchdog_timing
 from bench.rig.rules.driver import (
     rule_driver_branch,
@@ -111,5 +114,6 @@ RULES: tuple[Rule, ...] = (
     rule_watchdog_timing,
     rule_vllm_only_settings,
     rule_grafana,
+    rule_backup,
     rule_kv_plan,  # last: it runs only when no other rule found an error
 )

@@ -42,7 +42,10 @@ SECRET_RULES: dict[str, SecretRule] = {
     "open_webui_admin_password": SecretRule(12, 256, None, "printable characters, no line break or tab"),
     "llmrig_hf_token": SecretRule(16, 256, HF_ALPHABET, "letters, digits, _ and -"),
 }
-SECRET_KNOBS = frozenset(SECRET_RULES)
+# Secrets whose shape another rule checks (bench.rig.rules.backup): the restic repository's
+# password, the backend's credentials and a heartbeat URL that may carry a token.
+OTHER_SECRETS = ("backup_password", "backup_environment", "backup_heartbeat_url")
+SECRET_KNOBS = frozenset((*SECRET_RULES, *OTHER_SECRETS))
 
 # Engine flags that take a secret: on a command line it shows in ps, the journal and deployment.json.
 SECRET_FLAGS = ("--api-key", "--hf-token", "--token")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,32 @@ def test_disk_probe_walks_up_to_an_existing_parent(tmp_path: Path) -> None:
     assert facts.nearest_existing(str(tmp_path / "not" / "yet")) == str(tmp_path)
     assert facts.used_bytes(str(tmp_path / "models")) == 1000
     assert facts.used_bytes(str(tmp_path / "absent")) == 0
+
+
+class _Module:
+    """What check_calendar asks of AnsibleModule: where systemd-analyze is, and to run it."""
+
+    def __init__(self, analyze: str | None) -> None:
+        self.analyze = analyze
+
+    def get_bin_path(self, name: str) -> str | None:
+        return self.analyze if name == "systemd-analyze" else None
+
+    def run_command(self, argv: list[str]) -> tuple[int, str, str]:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not on this machine")
+@pytest.mark.parametrize(
+    ("expression", "valid"),
+    [("*-*-* 03:30:00", True), ("Sun *-*-* 05:00:00", True), ("daily", True), ("Mon 25:00", False), ("-1", False)],
+)
+def test_systemd_analyze_checks_each_schedule(expression: str, valid: bool) -> None:
+    """systemd-analyze calendar takes the expression after --, so one that starts with - is no option."""
+    module = _Module(shutil.which("systemd-analyze"))
+    assert facts.check_calendar(module, expression) == {"checked": True, "valid": valid}
+
+
+def test_a_host_without_systemd_analyze_leaves_the_schedules_unchecked() -> None:
+    assert facts.check_calendar(_Module(None), "Mon 25:00") == {"checked": False, "valid": True}

@@ -45,6 +45,7 @@ _PREFIXES = (
     "model",
     "inference",
     "tls",
+    "backup",
 )
 KNOB_SHAPE = re.compile(rf"^({'|'.join(_PREFIXES)})(_|$)")
 # The order roles run in site.yml; the engine roles share a stage (engine includes one of them).
@@ -60,6 +61,7 @@ STAGE = {
     "open_webui": 8,
     "monitoring": 9,
     "grafana": 10,
+    "backup": 11,
 }
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 
@@ -159,6 +161,7 @@ def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
     roles = knob_roles()
     assert roles[0] == "preflight"
     assert sorted(roles) == [
+        "backup",
         "engine",
         "firewall",
         "grafana",

@@ -27,6 +27,18 @@ QWEN3_32B = {
 QWEN36 = {"model": "qwen3.6-35b-a3b-awq"}
 # ACME for a public name (tls_acme_email set).
 PUBLIC = {"tls_server_name": "chat.example.org", "tls_acme_email": "ops@example.org"}
+# Backups to a local repository with a password (tests/unit/rig/rules/test_backup.py has the cases of each rule).
+BACKUP = {"backup_repository": "/mnt/nas/llmrig", "backup_password": "pfRepoPassword1"}
+BACKUP_REPOSITORIES = [
+    "/mnt/nas/llmrig",
+    "sftp:backup@nas.lan:/srv/restic/llmrig",
+    "sftp://backup@nas.lan:2222//srv/restic/llmrig",
+    "s3:https://s3.example.org/llmrig-backups/box1",
+    "s3:http://minio.lan:9000/llmrig",
+    "s3:s3.amazonaws.com/llmrig-backups",
+    "rest:https://backup.lan:8000/llmrig",
+    "rest:http://backup.lan:8000/",
+]
 # Few enough sequences that the KV plan has nothing to warn about on 2 x 16 GB.
 FITS = {"vllm_max_num_seqs": 2}
 
@@ -107,6 +119,18 @@ GOOD = [
     ("gpu", {"tls_server_name": "gpu-box.home.arpa"}),  # tls internal for a LAN name
     ("gpu", {"tls_server_name": "192.168.1.50"}),
     ("gpu", {"tls_enabled": False, "open_webui_host": "0.0.0.0", "llmrig_firewall_enabled": False}),
+    # Backups: each repository form the role sets up, and the knobs beside it.
+    *[("cpu", {**BACKUP, "backup_repository": repository}) for repository in BACKUP_REPOSITORIES],
+    (
+        "gpu",
+        {
+            **BACKUP,
+            "backup_environment": {"AWS_ACCESS_KEY_ID": "AKIAPF", "AWS_SECRET_ACCESS_KEY": "pf"},
+            "backup_heartbeat_url": "https://hc-ping.com/pf-token",
+            "backup_check_read_data_subset": "1/7",
+            "backup_schedule": "daily",
+        },
+    ),
 ]
 
 
@@ -303,6 +327,22 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("cpu", {"open_webui_version": "latest"}, "open_webui_version"),
     ("gpu", {"open_webui_admin_email": "admin"}, "open_webui_admin_email"),
     ("cpu", {"open_webui_default_model_params": {"temperature": "hot"}}, "open_webui_default_model_params"),
+    # Backups.
+    ("cpu", {**BACKUP, "backup_repository": "backups/llmrig"}, "backup_repository"),
+    ("cpu", {**BACKUP, "backup_repository": "b2:bucket:llmrig"}, "backup_repository"),
+    ("cpu", {**BACKUP, "backup_repository": "/mnt/nas/llm rig"}, "backup_repository"),
+    ("cpu", {**BACKUP, "backup_password": ""}, "backup_password"),
+    ("cpu", {**BACKUP, "backup_password": "", "backup_password_file": "/nonexistent/pw"}, "backup_password_file"),
+    ("cpu", {**BACKUP, "backup_keep_daily": 0}, "backup_keep_daily"),
+    ("cpu", {**BACKUP, "backup_keep_weekly": -1}, "backup_keep_weekly"),
+    ("cpu", {**BACKUP, "backup_keep_monthly": 0}, "backup_keep_monthly"),
+    ("cpu", {**BACKUP, "backup_max_age_h": 0}, "backup_max_age_h"),
+    ("cpu", {**BACKUP, "backup_environment": {"RESTIC_PASSWORD": "pfOther"}}, "backup_environment"),
+    ("cpu", {**BACKUP, "backup_environment": {"aws-key": "pf"}}, "backup_environment"),
+    ("cpu", {**BACKUP, "backup_heartbeat_url": "hc-ping.com/pf-token"}, "backup_heartbeat_url"),
+    ("cpu", {**BACKUP, "backup_check_read_data_subset": "5"}, "backup_check_read_data_subset"),
+    ("cpu", {**BACKUP, "backup_schedule": ""}, "backup_schedule"),
+    ("cpu", {**BACKUP, "backup_check_schedule": "daily\nExecStart=/bin/sh"}, "backup_check_schedule"),
 ]
 
 
@@ -450,6 +490,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_watchdog_timing": "watchdog_check_timeout_s",
         "rule_vllm_only_settings": "vllm_extra_args",
         "rule_grafana": "grafana_port",
+        "rule_backup": "backup_repository",
     }
     assert {rule.__name__ for rule in RULES} == set(produced)
     assert set(produced.values()) <= tested
