@@ -295,6 +295,21 @@ def test_init_creates_the_repository_once_and_refuses_a_wrong_password(tmp_path:
     assert _tree(made.repository) == before
 
 
+def test_init_never_makes_a_repository_whose_folder_is_missing(tmp_path: Path) -> None:
+    """A local repository in a folder that does not exist (a NAS share not mounted): restic init
+    would make every missing folder on the box's own disk; the program refuses instead."""
+    made = Box(tmp_path / "box")
+    made.config["repository"] = str(tmp_path / "not-mounted" / "llmrig")
+    made.write_config()
+    refused = made.run("init")
+    assert refused.returncode == 1
+    missing = tmp_path / "not-mounted"
+    assert refused.stderr.splitlines() == [
+        f"<3>llmrig-backup init: the repository's folder {missing} does not exist (is its disk mounted?)"
+    ]
+    assert not (tmp_path / "not-mounted").exists()
+
+
 # 3. Retention.
 
 WRAPPER = """#!{python}
@@ -330,9 +345,22 @@ def test_each_run_forgets_with_the_configured_retention_per_host(box: Box, tmp_p
         "--quiet", "forget", "--prune", "--host", HOST, "--tag", "llmrig", "--group-by", "host,tags",
         "--keep-daily", "3", "--keep-weekly", "2", "--keep-monthly", "4",
     ]  # fmt: skip
-    assert backup[:7] == ["--quiet", "backup", "--host", HOST, "--tag", "llmrig", "--time"]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", backup[7])
-    assert backup[8:] == [
+    # The machine id tags each snapshot (a rebuilt box under the same name has another one).
+    machine = Path("/etc/machine-id").read_text(encoding="utf-8").strip()
+    assert re.fullmatch(r"[0-9a-f]{32}", machine), "this machine has no systemd machine id"
+    assert backup[:9] == [
+        "--quiet",
+        "backup",
+        "--host",
+        HOST,
+        "--tag",
+        "llmrig",
+        "--tag",
+        f"machine-{machine}",
+        "--time",
+    ]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", backup[9])
+    assert backup[10:] == [
         "--exclude", str(box.secrets / "backup"),
         str(box.staging / "webui.db"), str(box.uploads), str(box.secrets), str(box.caddy),
     ]  # fmt: skip
@@ -538,6 +566,8 @@ def test_snapshots_lists_this_hosts_llmrig_snapshots_oldest_first(box: Box) -> N
         [str(box.staging / "webui.db"), str(box.uploads), str(box.secrets), str(box.caddy)]
     )
     assert all("llmrig" in snapshot["tags"] for snapshot in listed)
+    # The program's own run carries this machine's id, which snapshots marks as this box's.
+    assert [snapshot["this_box"] for snapshot in listed] == [False, True]
     (other,) = json.loads(box.ok("snapshots", "--host", "another-box").stdout)
     assert other["paths"] == [str(box.uploads)]
 
