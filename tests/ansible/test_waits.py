@@ -35,10 +35,15 @@ def test_no_role_task_retries_until() -> None:
 
 
 def test_open_webui_waits_in_one_named_task_for_its_ready_url() -> None:
-    """Open WebUI's start-up wait: the health wait the engine uses, on /ready, naming its own time-out knob."""
+    """Open WebUI's start-up wait: the health wait the engine uses, on /ready, naming its own time-out
+    knob; the block's rescue waits the same way on the previous release after a rollback."""
     service = yaml.safe_load((REPO / "roles/open_webui/tasks/service.yml").read_text(encoding="utf-8"))
-    waits = [task for task in service if "llmrig_wait_healthy" in task]
+    (block,) = [task for task in service if "block" in task]
+    waits = [task for task in block["block"] if "llmrig_wait_healthy" in task]
     assert len(waits) == 1
+    (again,) = [task for task in block["rescue"] if "llmrig_wait_healthy" in task]
+    assert again["llmrig_wait_healthy"] == waits[0]["llmrig_wait_healthy"]
+    assert again["when"] == "__open_webui_roll_back"
     wait = waits[0]
     assert wait["llmrig_wait_healthy"] == {
         "url": "{{ _open_webui_ready_url }}",
