@@ -1184,6 +1184,8 @@ def test_the_backup_keeps_an_account_and_its_chat(box: Box) -> None:
     backup runs as its timer runs it (llmrig-backup.service): a new snapshot with the database
     copy, the secrets and Caddy's CA, its outcome scraped by Prometheus through node exporter;
     restic check passes. The timers are enabled for the next run."""
+    # test_verify_checks_open_webui started Open WebUI again just before: it answers once ready.
+    _wait_for(lambda: box.get(OPEN_WEBUI + "/ready")[0] == 200, 300, "Open WebUI's /ready")
     status, added = _webui(box, "POST", "/api/v1/auths/add", {**ACCOUNT, "role": "user"}, _admin_token(box))
     assert status == 200, added
     status, body = _sign_in(box, ACCOUNT["password"], ACCOUNT["email"])
