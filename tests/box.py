@@ -214,6 +214,7 @@ def start(
     site's does, is then the same inside and outside). ``mounts`` are read-only in the box,
     ``writable_mounts`` (a backup repository on the host) writable."""
     rig = rig_environment()
+    tmp.mkdir(parents=True, exist_ok=True)
     inventory, artifacts = tmp / "inventory", tmp / "artifacts"
     the_box = Box(name, inventory, artifacts, tmp, host)
     if reuse and running(name) and (inventory / "hosts.yml").exists():
