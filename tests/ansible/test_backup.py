@@ -1,10 +1,12 @@
-"""The backup role (roles/backup): its program, roles/backup/files/llmrig-backup, run as a separate
-process with a configuration the test writes, against the real restic (Debian's package, which
+"""The backup role (roles/backup): its program, roles/backup/files/llmrig-backup (with its modules
+beside it, llmrig_backup_common.py and llmrig_backup_restore.py), run as a separate process with a
+configuration the test writes, against the real restic (Debian's package, which
 scripts/testrig installs) and a local repository in the test's folder: a consistent copy of a
 SQLite database that another process writes to, init and a wrong password, retention,
 the textfile metrics, the heartbeat, the password off every command line, and restore, newer and
 put-back. Then the role's units rendered by real Ansible, checked by the host's systemd-analyze
-(verify, calendar, security)."""
+(verify, calendar, security), and the program as the role installs it, importing its modules from
+its own folder."""
 
 from __future__ import annotations
 
@@ -803,3 +805,47 @@ def test_the_backup_service_scores_at_or_below_its_ceiling(units: dict[str, Path
         found = re.search(r"Overall exposure level for \S+: ([0-9.]+)", done.stdout)
         assert found, done.stdout[-500:] + done.stderr[-500:]
         assert float(found.group(1)) <= SECURITY_CEILING, (service, found.group(1))
+
+
+# 9. The program as the role installs it, with its modules beside it.
+
+MODULES = yaml.safe_load((REPO / "roles" / "backup" / "vars" / "main.yml").read_text(encoding="utf-8"))[
+    "_backup_modules"
+]
+
+
+def test_the_role_installs_every_module_of_the_program() -> None:
+    """The role's files are the program and the modules _backup_modules installs beside it: a module
+    left out of that list would be missing on the box."""
+    found = sorted(path.name for path in PROGRAM.parent.iterdir() if path.name != "__pycache__")
+    assert found == sorted([PROGRAM.name, *MODULES])
+
+
+def test_the_installed_program_imports_its_modules_from_its_own_folder(tmp_path: Path) -> None:
+    """Copied as the role installs it (one folder, the program 0755, its modules 0644) and run through
+    a link in another folder, from a third current folder, by python3 -I (no script folder on the
+    path, no PYTHON* variables): ``newer`` reads the live database through both modules, and no
+    __pycache__ appears in the program's folder."""
+    made = Box(tmp_path / "box")
+    _open_webui_database(made.database, chats=[("chat-1", 1000)], files=[("file-1", 2000)])
+    libexec = tmp_path / "libexec" / "llmrig"
+    libexec.mkdir(parents=True)
+    for name in (PROGRAM.name, *MODULES):
+        shutil.copy(PROGRAM.parent / name, libexec / name)
+        (libexec / name).chmod(0o755 if name == PROGRAM.name else 0o644)
+    link = tmp_path / "bin" / PROGRAM.name
+    link.parent.mkdir()
+    link.symlink_to(libexec / PROGRAM.name)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-I", str(link), "--config", str(made.config_path), "newer", "1970-01-01T00:25:00Z"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout + done.stderr
+    assert json.loads(done.stdout) == {"chat": 0, "file": 1}
+    assert sorted(path.name for path in libexec.iterdir()) == sorted([PROGRAM.name, *MODULES])
