@@ -212,7 +212,22 @@ def load_file_module(path: Path, name: str) -> ModuleType:
     return module
 
 
-class HealthEngine:
+class LoopbackServer:
+    """An HTTP server on 127.0.0.1, on a port the kernel picks, that serves ``handler`` (a thread per
+    request) from a daemon thread until :meth:`close`; ``url`` is its address, without a path."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class HealthEngine(LoopbackServer):
     """A loopback HTTP server whose /health answers the statuses queued in ``answers``."""
 
     def __init__(self) -> None:
@@ -233,10 +248,8 @@ class HealthEngine:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        super().__init__(Handler)
+        self.url = f"{self.url}/health"
 
     @property
     def status(self) -> int:
@@ -246,10 +259,6 @@ class HealthEngine:
     def status(self, value: int) -> None:
         """Answer ``value`` to every probe from now on."""
         self.answers = [value]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def free_ports(count: int = 1) -> list[int]:

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import GROUP_VARS, REPO, run_playbook
+from tests.helpers import GROUP_VARS, REPO, LoopbackServer, run_playbook
 
 pytestmark = pytest.mark.ansible
 
@@ -399,7 +399,7 @@ def test_retention_keeps_the_newest_snapshot_and_prune_frees_the_rest(box: Box) 
 # 4. Metrics, and 5. the heartbeat.
 
 
-class Heartbeat:
+class Heartbeat(LoopbackServer):
     """A loopback HTTP server that records each request's path."""
 
     def __init__(self) -> None:
@@ -415,13 +415,7 @@ class Heartbeat:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture

@@ -13,14 +13,13 @@ from __future__ import annotations
 import http.server
 import json
 import stat
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import REPO, load_file_module
+from tests.helpers import REPO, LoopbackServer, load_file_module
 
 MODULE = load_file_module(
     REPO / "ansible" / "plugins" / "modules" / "llmrig_open_webui_admin.py", "llmrig_open_webui_admin"
@@ -29,7 +28,7 @@ EMAIL = "admin@llmrig.example"
 OLD, NEW = "old-password-4Kd8", "new-password-9Qe2"
 
 
-class FakeOpenWebUI:
+class FakeOpenWebUI(LoopbackServer):
     """The admin account (one password), the model list, and every request's path."""
 
     def __init__(self, password: str) -> None:
@@ -83,13 +82,7 @@ class FakeOpenWebUI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
