@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 import yaml
 
 from bench.rig.specs import knob_spec as merge_knob_spec
@@ -144,6 +145,22 @@ def run_playbook(
     ]
     listed = [task["task"]["name"] for play in report["plays"] for task in play["tasks"]]
     return PlaybookRun(done.returncode, done.stdout + done.stderr, report["stats"], failed, changed, ran, listed)
+
+
+def render_units(
+    playbook: str, variants: dict[str, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """Each variant's units folder: ``playbook`` run once per variant (not in check mode) with
+    ``units_dir`` (a fresh ``<tmp>/units``) and the variant's extra vars, for systemd-analyze to read."""
+    folders = {}
+    for variant, extra in variants.items():
+        tmp = tmp_path_factory.mktemp(variant)
+        units = tmp / "units"
+        units.mkdir()
+        run = run_playbook(playbook, {"units_dir": str(units), **extra}, check=False, tmp_path=tmp)
+        assert run.returncode == 0, run.failed_tasks or run.output[-2000:]
+        folders[variant] = units
+    return folders
 
 
 def ansible_render(expression: str, variables: dict[str, Any]) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import GROUP_VARS, REPO, LoopbackServer, run_playbook
+from tests.helpers import GROUP_VARS, REPO, LoopbackServer, render_units
 
 pytestmark = pytest.mark.ansible
 
@@ -725,16 +725,10 @@ REPOSITORIES = {"local": "/srv/restic/llmrig", "remote": "rest:https://backup:Rs
 @pytest.fixture(scope="module")
 def units(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The four units rendered by real Ansible with group_vars, for a local and a remote repository."""
-    folders = {}
-    for kind, repository in REPOSITORIES.items():
-        tmp = tmp_path_factory.mktemp(kind)
-        folder = tmp / "units"
-        folder.mkdir()
-        extra = {"units_dir": str(folder), "backup_repository": repository, **UNIT_SECRETS}
-        run = run_playbook("tests/ansible/render_backup_units.yml", extra, check=False, tmp_path=tmp)
-        assert run.returncode == 0, run.failed_tasks or run.output[-2000:]
+    variants = {kind: {"backup_repository": repository, **UNIT_SECRETS} for kind, repository in REPOSITORIES.items()}
+    folders = render_units("tests/ansible/render_backup_units.yml", variants, tmp_path_factory)
+    for folder in folders.values():
         assert sorted(path.name for path in folder.iterdir()) == sorted(UNITS)
-        folders[kind] = folder
     return folders
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_playbook
+from tests.helpers import render_units
 
 pytestmark = pytest.mark.ansible
 
@@ -56,15 +56,7 @@ VARIANTS: dict[str, dict[str, object]] = {
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each variant's units directory."""
-    folders = {}
-    for variant, extra in VARIANTS.items():
-        tmp = tmp_path_factory.mktemp(variant)
-        units = tmp / "units"
-        units.mkdir()
-        run = run_playbook(PLAYBOOK, {"units_dir": str(units), **extra}, check=False, tmp_path=tmp)
-        assert run.returncode == 0, run.failed_tasks or run.output[-2000:]
-        folders[variant] = units
-    return folders
+    return render_units(PLAYBOOK, VARIANTS, tmp_path_factory)
 
 
 def _units(rendered: dict[str, Path], variant: str) -> dict[str, str]:
