@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -223,6 +224,11 @@ def start(
     volumes = [arg for host, inside in {rig["LLMRIG_WHEELHOUSE"]: "/wheelhouse", **(mounts or {})}.items()
                for arg in ("-v", f"{host}:{inside}:ro")]  # fmt: skip
     volumes += [arg for host, inside in (writable_mounts or {}).items() for arg in ("-v", f"{host}:{inside}")]
+    # A machine id of its own, as every installed system has: the image's is baked in, and two
+    # boxes would share it (the backup tags each snapshot with the id of the box that took it).
+    machine_id = tmp / "machine-id"
+    machine_id.write_text(uuid.uuid4().hex + "\n", encoding="utf-8")
+    volumes += ["-v", f"{machine_id}:/etc/machine-id:ro"]
     ports = [arg for port in publish for arg in ("-p", f"127.0.0.1::{port}")]
     ports += [arg for port in publish_same for arg in ("-p", f"127.0.0.1:{port}:{port}")]
     subprocess.run(
