@@ -264,10 +264,10 @@ UFW_WRITES = (
     "firewall : configure | Deny incoming traffic by default, now that SSH is allowed",
     "firewall : configure | Allow outgoing traffic by default",
     "firewall : configure | Set ufw's logging level (firewall_ufw_logging)",
-    "firewall : enabled | Enable ufw (its rules apply now and at every boot)",
+    "firewall : first_enable | Enable ufw (its rules apply now and at every boot)",
     # The dead-man switch of the first enable: armed before it, disarmed over a new connection.
-    "firewall : enabled | Arm the dead-man switch (ufw disables itself unless a new connection confirms)",
-    "firewall : enabled | Confirm over a new connection by disarming the dead-man switch",
+    "firewall : first_enable | Arm the dead-man switch (ufw disables itself unless a new connection confirms)",
+    "firewall : first_enable | Confirm over a new connection by disarming the dead-man switch",
 )
 
 
