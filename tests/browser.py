@@ -100,13 +100,25 @@ def _sign_in(page: Page, url: str, email: str, password: str) -> None:
         pass
 
 
-def find_chat(url: str, email: str, password: str, title: str, *, screenshot: Path, site: Site | None = None) -> str:
-    """Sign in at ``url`` as ``email`` and wait for a chat titled ``title`` in the sidebar; the
-    sidebar's text (screenshot saved). With ``site``, over HTTPS as :func:`chat`."""
+def open_chat(
+    url: str,
+    email: str,
+    password: str,
+    chat_id: str,
+    shown: Sequence[str],
+    *,
+    screenshot: Path,
+    site: Site | None = None,
+) -> str:
+    """Sign in at ``url`` as ``email``, open the chat ``chat_id`` (its page, /c/<id>) and wait
+    until each text of ``shown`` (its title, a message) is on screen; the page's text (screenshot
+    saved). With ``site``, over HTTPS as :func:`chat`."""
     with sync_playwright() as playwright, _launched(playwright, site) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         _sign_in(page, url, email, password)
-        page.get_by_text(title).first.wait_for()
+        page.goto(f"{url.rstrip('/')}/c/{chat_id}")
+        for text in shown:
+            page.get_by_text(text).first.wait_for()
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshot))
         return page.inner_text("body")

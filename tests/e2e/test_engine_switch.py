@@ -82,6 +82,7 @@ BACKUP_PROGRAM = "/usr/bin/python3 /usr/local/libexec/llmrig/llmrig-backup"
 # An account that is not the admin, and its chat: made before the backup, seen after the restore.
 ACCOUNT = {"name": "Ada", "email": "ada@llmrig.example", "password": "ada-keeps-her-chats-7"}
 CHAT_TITLE = "Kept across a rebuilt box"
+CHAT_MESSAGE = "Remember that the capital of France is Paris."
 # A release of Open WebUI that cannot start (tests/fakes/open_webui_bad_release.py), offered from
 # a folder of its own beside the wheelhouse.
 BAD_OPEN_WEBUI = "0.12.9"
@@ -1175,12 +1176,13 @@ def test_verify_checks_open_webui(box: Box) -> None:
         box.sh("systemctl start open-webui.service")
 
 
-def _chat_titles(box: Box, email: str, password: str) -> list[str]:
+def _chats(box: Box, email: str, password: str) -> dict[str, str]:
+    """The account's chats, id by title, as Open WebUI's API lists them."""
     status, body = _sign_in(box, password, email)
     assert status == 200, body
     status, chats = _webui(box, "GET", "/api/v1/chats/", token=body["token"])
     assert status == 200, chats
-    return [entry["title"] for entry in chats]
+    return {entry["title"]: entry["id"] for entry in chats}
 
 
 def test_the_backup_keeps_an_account_and_its_chat(box: Box) -> None:
@@ -1194,7 +1196,7 @@ def test_the_backup_keeps_an_account_and_its_chat(box: Box) -> None:
     assert status == 200, added
     status, body = _sign_in(box, ACCOUNT["password"], ACCOUNT["email"])
     assert status == 200, body
-    message = {"id": "m1", "role": "user", "content": "Remember that the capital of France is Paris."}
+    message = {"id": "m1", "role": "user", "content": CHAT_MESSAGE}
     made = {"title": CHAT_TITLE, "messages": [message], "history": {"messages": {"m1": message}, "currentId": "m1"}}
     status, chat = _webui(box, "POST", "/api/v1/chats/new", {"chat": made}, body["token"])
     assert status == 200, chat
@@ -1306,7 +1308,7 @@ def _restore_refuses_before_any_change(fresh: Box) -> None:
     newer = fresh.play("playbooks/restore.yml", inference_engine="ollama")
     assert newer.returncode != 0
     assert "backup_restore_force: this box holds data newer than snapshot" in newer.output
-    assert "Made after the snapshot" in _chat_titles(fresh, ACCOUNT["email"], ACCOUNT["password"])
+    assert "Made after the snapshot" in _chats(fresh, ACCOUNT["email"], ACCOUNT["password"])
 
 
 def test_a_fresh_box_restores_the_backup(box: Box, fresh: Future[Fresh]) -> None:
@@ -1348,7 +1350,7 @@ def test_a_fresh_box_restores_the_backup(box: Box, fresh: Future[Fresh]) -> None
         assert "2 users" in run.output
         # The old box's admin password, account, chat and API key; the fresh box's key is gone.
         assert _admin_token(restored)
-        assert CHAT_TITLE in _chat_titles(restored, ACCOUNT["email"], ACCOUNT["password"])
+        chat_id = _chats(restored, ACCOUNT["email"], ACCOUNT["password"])[CHAT_TITLE]
         models = f"http://127.0.0.1:{restored.host_port(API_PORT)}/v1/models"
         assert _from_host(models, "GET", SECRETS["llmrig_api_key"]) == 200
         assert _from_host(models, "GET", generated_key) == 401
@@ -1362,16 +1364,18 @@ def test_a_fresh_box_restores_the_backup(box: Box, fresh: Future[Fresh]) -> None
         screenshot = REPO / "build" / "artifacts" / "e2e" / "open-webui-restored.png"
         seen = _timed(
             "the browser signs in and finds the chat",
-            lambda: browser.find_chat(
+            lambda: browser.open_chat(
                 f"https://{SITE_NAME}:{https_port}",
                 ACCOUNT["email"],
                 ACCOUNT["password"],
-                CHAT_TITLE,
+                chat_id,
+                (CHAT_TITLE, CHAT_MESSAGE),
                 screenshot=screenshot,
                 site=browser.Site(SITE_NAME, "127.0.0.1", old_ca),
             ),
         )
-        assert CHAT_TITLE in seen
+        assert CHAT_TITLE in seen, seen
+        assert CHAT_MESSAGE in seen, seen
         _restore_refuses_before_any_change(restored)
     finally:
         times = REPO / "build" / "artifacts" / "e2e" / "restore-times.json"
