@@ -1368,7 +1368,7 @@ def test_a_fresh_box_restores_the_backup(box: Box, fresh: Future[Fresh]) -> None
         assert page.status == 200
         screenshot = REPO / "build" / "artifacts" / "e2e" / "open-webui-restored.png"
         seen = _timed(
-            "the browser signs in and finds the chat",
+            "the browser signs in and opens the chat",
             lambda: browser.open_chat(
                 f"https://{SITE_NAME}:{https_port}",
                 ACCOUNT["email"],
