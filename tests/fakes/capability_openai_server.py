@@ -29,8 +29,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.helpers import LoopbackServer
 
 GOOD: dict[str, Any] = {
     "model": "capable",
@@ -96,23 +98,19 @@ def _plain_message(behaviour: dict[str, Any], request: dict[str, Any]) -> dict[s
     return {"role": "assistant", "content": "Paris" if behaviour["thinking_off"] == "answer" else ""}
 
 
-class CapabilityServer:
+class CapabilityServer(LoopbackServer):
     """The fake on a free loopback port, in a daemon thread; ``stop()`` ends it."""
 
     def __init__(self, **behaviour: Any) -> None:
         self.behaviour = {**GOOD, **behaviour}
         self.requests: list[dict[str, Any]] = []
         self.released = threading.Event()  # a hanging answer waits for this
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        super().__init__(self._handler())
+        self.base_url = f"{self.url}/v1"
 
     def stop(self) -> None:
         self.released.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.close()
 
     def answer(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
         """Status and JSON body for one request."""
