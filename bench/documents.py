@@ -28,22 +28,29 @@ from bench.errors import BenchError, ResultFileError, ShapeError
 T = TypeVar("T")
 
 
-def write_json_atomic(path: Path, document: JsonObject) -> Path:
-    """Write ``document`` to ``path`` through a temporary file in the same folder and a rename,
-    so a reader sees the old file or the whole new one, never a part."""
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, so a
+    reader sees the old file or the whole new one, never a part; ``mode`` set before the rename
+    (the temporary file's 0600 otherwise)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, indent=1, sort_keys=True)
-            stream.write("\n")
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_json_atomic(path: Path, document: JsonObject) -> Path:
+    """Write ``document`` to ``path`` as :func:`write_bytes_atomic` does (indented, keys sorted)."""
+    return write_bytes_atomic(path, (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def dumps(schema: JsonObject) -> str:

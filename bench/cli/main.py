@@ -2,8 +2,9 @@
 
 Only this module prints. Exit codes: 0 ok, 1 unexpected bench error, 2 usage or configuration
 error, 3 endpoint error (also a finished run in which requests failed: its table and file are
-there, marked untrusted), 5 a probe check failed that the deployment does not explain (its table
-and file are there), 130 interrupted. Tracebacks appear only with ``--debug``.
+there, marked untrusted), 4 ``bench clients --check`` found a written configuration stale, 5 a
+probe check failed that the deployment does not explain (its table and file are there), 130
+interrupted. Tracebacks appear only with ``--debug``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rich.table import Table
 
 from bench import __version__
 from bench.cli import capacity as cli_capacity
+from bench.cli import clients as cli_clients
 from bench.cli import compare as cli_compare
 from bench.cli import plan as cli_plan
 from bench.cli import probe as cli_probe
@@ -47,6 +49,8 @@ examples:
   bench compare v1.2 v1.3                v1.3 against v1.2: intervals, tests, verdicts, candidate causes
   bench history qwen3.8-27b-w4a16        one preset across tags in time order, regressions flagged
   bench report v1.2 v1.3                 capability cards, and reports/v1.2+v1.3/report.html with the plots
+  bench clients                          OpenCode, Aider, Continue, Hermes Agent and OpenAI SDK configurations
+  bench clients --check                  exit 4, naming each field, when the written ones no longer match the server
 """
 
 
@@ -80,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_plan.add_parser(commands)
     cli_compare.add_parsers(commands)
     cli_report.add_parser(commands)
+    cli_clients.add_parser(commands)
     return parser
 
 
@@ -142,6 +147,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return cli_compare.command(args, console)
     if args.command == "report":
         return cli_report.command(args, console)
+    if args.command == "clients":
+        return cli_clients.command(args, console)
     presets = _presets(args.config_dir)
     if args.name is None:
         show_presets(console, presets)

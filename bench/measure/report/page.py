@@ -5,14 +5,13 @@ beside it, all written through a temporary file and a rename."""
 from __future__ import annotations
 
 import base64
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from bench import __version__
+from bench.documents import write_bytes_atomic
 from bench.measure.report.data import Card
 from bench.measure.report.plots import Plot
 
@@ -63,15 +62,7 @@ def card_rows(card: Card) -> list[tuple[str, str]]:
 
 
 def _write(path: Path, data: bytes) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as sink:
-            sink.write(data)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_bytes_atomic(path, data, mode=0o644)
 
 
 def write(out: Path, *, cards: list[Card], plots: list[Plot], runs: int, results_dir: Path, written: str) -> Written:
