@@ -147,6 +147,12 @@ def _usage(target: ClientTarget, out: Path, clients: list[str]) -> list[str]:
     return lines + [f"{name}: {usage[name]}" for name in clients]
 
 
+def _no_tools(target: ClientTarget) -> str:
+    if target.engine == "vllm":
+        return "vLLM runs without --enable-auto-tool-choice and a --tool-call-parser: vllm_tool_call_parser"
+    return f"preset {target.preset} has no tool_call_parser"
+
+
 def command(args: argparse.Namespace, console: Console) -> int:
     """Write the configurations (or check them with --check)."""
     clients = list(dict.fromkeys(args.client))
@@ -174,6 +180,14 @@ def command(args: argparse.Namespace, console: Console) -> int:
     )
     for name in written:
         console.print(f"wrote {args.out / name}", markup=False, highlight=False, soft_wrap=True)
+    agents = [name for name in ("opencode", "continue", "hermes") if name in clients]
+    if agents and not target.tools:
+        console.print(
+            f"{', '.join(agents)}: the server returns no tool calls ({_no_tools(target)}), and these agents always "
+            "offer their tools, so their requests fail; Aider edits without tools",
+            highlight=False,
+            soft_wrap=True,
+        )
     if "hermes" in clients:
         if target.context < HERMES_MIN_CONTEXT:
             console.print(

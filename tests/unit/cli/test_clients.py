@@ -147,3 +147,23 @@ def test_no_deployment_names_where_it_looks(
     monkeypatch.chdir(tmp_path)
     assert main(["--config-dir", str(tmp_path), "clients"]) == 2
     assert "bench clients needs a deployment.json" in capsys.readouterr().err
+
+
+def test_a_server_without_tool_calls_is_said_to_fail_the_tool_users(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """OpenCode, Continue and Hermes Agent always offer their tools (tests/clients runs OpenCode so)."""
+    path = tmp_path / "artifacts" / "box" / "deployment.json"
+    path.parent.mkdir(parents=True)
+    document = record("vllm", args=["--max-model-len", "4096"], base_url="http://llm.lan:8443/v1", preset="gemma3-270m")
+    path.write_text(json.dumps(document), encoding="utf-8")
+    assert _bench(tmp_path, "--deployment", str(path)) == 0
+    out = capsys.readouterr().out
+    assert (
+        "opencode, continue, hermes: the server returns no tool calls (vLLM runs without --enable-auto-tool-choice "
+        "and a --tool-call-parser: vllm_tool_call_parser), and these agents always offer their tools, so their "
+        "requests fail; Aider edits without tools"
+    ) in out
+    assert "hermes: the server's context of 4,096 tokens is below Hermes Agent's minimum of 64,000" in out
+    assert _bench(tmp_path, "--deployment", str(path), "--client", "aider") == 0
+    assert "no tool calls" not in capsys.readouterr().out
