@@ -27,7 +27,11 @@ HERMES_THRESHOLD = 0.75
 
 
 class _Dumper(yaml.SafeDumper):
-    """PyYAML's safe dumper, with strings that hold a line break or a tab double-quoted ("\\n")."""
+    """PyYAML's safe dumper, with lists indented under their key and strings that hold a line
+    break or a tab double-quoted ("\\n"): the style yamllint's defaults accept."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
 
 
 def _string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -39,7 +43,8 @@ _Dumper.add_representer(str, _string)
 
 
 def _yaml(document: Mapping[str, Any] | list[Any]) -> str:
-    return HEADER + yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1000)
+    body = yaml.dump(document, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1000, explicit_start=True)
+    return HEADER + body
 
 
 def _json(document: Mapping[str, Any]) -> str:
