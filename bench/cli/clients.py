@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,6 +24,7 @@ from bench.rig.clients import (
     write_files,
 )
 from bench.rig.presets import find_models_file, load_presets
+from bench.rig.rules.network import is_loopback
 
 STALE_EXIT = 4  # bench clients --check: a written configuration no longer matches the server
 
@@ -80,20 +80,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _check_reachable(recorded: str, given: str, source: str) -> None:
     """Refuse a URL the box's firewall does not admit from the client networks: the recorded
     endpoint on the box's loopback, or another port of the box than the API's."""
     want, got = urlsplit(recorded), urlsplit(given or recorded)
-    if not given and _loopback(want.hostname or ""):
+    if not given and is_loopback(want.hostname or ""):
         raise ConfigError(
             f"deployment.json endpoint.base_url {recorded} is the box's loopback, which no client on another machine "
             "reaches (reverse_proxy_host); pass --base-url with the address your clients use"
@@ -117,7 +108,10 @@ def _target(args: argparse.Namespace) -> ClientTarget:
     given = args.base_url or found.env.get("BENCH_BASE_URL", "")
     source = "--base-url" if args.base_url else found.origins.get("BENCH_BASE_URL", "BENCH_BASE_URL")
     _check_reachable(deployment.endpoint.base_url, given, source)
-    presets = load_presets(find_models_file((args.config_dir or Path.cwd()).resolve()))
+    # config_dir_of found the checkout's models.yml already; without one, find_models_file says so.
+    presets = load_presets(
+        config_dir / "models.yml" if config_dir else find_models_file((args.config_dir or Path.cwd()).resolve())
+    )
     if deployment.preset not in presets:
         raise ConfigError(f"deployment.json preset {deployment.preset!r} is not in group_vars/all/models.yml")
     preset = presets[deployment.preset]

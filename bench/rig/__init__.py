@@ -26,7 +26,7 @@ exception tree (:mod:`bench.errors`) is not here but at the top of the package: 
 harness and the CLI all raise and map the same classes, and it imports nothing.
 """
 
-from bench.rig.argv import flag_value, has_flag, parse_flags
+from bench.rig.argv import context_tokens, flag_value, has_flag, parse_flags
 from bench.rig.artifacts import artifacts_dir
 from bench.rig.deployment import (
     DEPLOYMENT_FILE,
@@ -50,6 +50,7 @@ __all__ = [
     "Deployment",
     "Engine",
     "artifacts_dir",
+    "context_tokens",
     "dial_host",
     "flag_value",
     "has_flag",

@@ -62,3 +62,14 @@ def flag_value(args: Sequence[str], flag: str) -> str | None:
 def has_flag(args: Sequence[str], flag: str) -> bool:
     """Whether ``args`` give ``flag`` at all (with a value or as a switch)."""
     return flag in parse_flags(args)
+
+
+def context_tokens(value: str) -> int | None:
+    """A ``--max-model-len`` value in tokens (``32k`` = 32000, ``32K`` = 32768, as vLLM reads
+    it); None for ``auto``/``-1`` (vLLM picks) or anything else it does not read as a length."""
+    match = re.fullmatch(r"(\d+)([kKmM]?)", value.strip())
+    if match is None:
+        return None
+    number, suffix = int(match[1]), match[2]
+    scale = {"": 1, "k": 1000, "K": 1024, "m": 1_000_000, "M": 1024 * 1024}[suffix]
+    return number * scale

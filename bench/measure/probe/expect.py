@@ -12,10 +12,9 @@ expected to fail, and the context is only known when given (``--expect-context``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from bench.rig import Deployment, flag_value, has_flag
+from bench.rig import Deployment, context_tokens, flag_value, has_flag
 
 # The checks that ask for tool calls in tool_choice "auto" mode, which needs a tool-call parser.
 AUTO_TOOL_CHECKS = ("tool_call_single", "tool_calls_parallel", "tool_name_punctuation", "tool_args_schema")
@@ -39,17 +38,6 @@ class Expectations:
     absent: dict[str, str] = field(default_factory=dict)
     context: int | None = None
     context_source: str = ""
-
-
-def context_tokens(value: str) -> int | None:
-    """A ``--max-model-len`` value in tokens (``32k`` = 32000, ``32K`` = 32768, as vLLM reads
-    it); None for ``auto``/``-1`` (vLLM picks) or anything else it does not read as a length."""
-    match = re.fullmatch(r"(\d+)([kKmM]?)", value.strip())
-    if match is None:
-        return None
-    number, suffix = int(match[1]), match[2]
-    scale = {"": 1, "k": 1000, "K": 1024, "m": 1_000_000, "M": 1024 * 1024}[suffix]
-    return number * scale
 
 
 def _vllm(args: list[str]) -> Expectations:

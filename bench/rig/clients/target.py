@@ -30,7 +30,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from bench.errors import ConfigError
-from bench.rig.argv import flag_value, has_flag
+from bench.rig.argv import context_tokens, flag_value, has_flag
 from bench.rig.deployment import Deployment
 
 KEY_ENV = "LLMRIG_API_KEY"  # the environment variable the configurations read the key from
@@ -81,10 +81,10 @@ def served_context(deployment: Deployment) -> int:
     args = deployment.section.args or []
     if deployment.engine == "vllm":
         length = flag_value(args, "--max-model-len")
-        match = re.fullmatch(r"(\d+)([kK]?)", (length or "").strip())
-        if match is None:
+        tokens = context_tokens(length) if length else None
+        if tokens is None:
             raise ConfigError(f"deployment.json vllm.args: --max-model-len {length!r} is not a length bench can read")
-        return int(match[1]) * {"": 1, "k": 1000, "K": 1024}[match[2]]
+        return tokens
     if deployment.engine == "llamacpp":
         size = _tokens(
             flag_value(args, "--ctx-size") or flag_value(args, "-c"), "deployment.json llamacpp.args --ctx-size"
