@@ -1,9 +1,11 @@
 """``bench probe`` on the command line: the capability checks that gate comparisons.
 
-It prints one row per check (PASS, FAIL, expected FAIL, not run, and what came back), files the
-result under ``RESULTS_DIR/<tag>/probes/`` and prints its path. Exit 0 when every check that ran
-passed or failed only where the deployment said it would (a line names those); exit 5
-(:class:`~bench.errors.ProbeFailed`) when any other check failed, after the table and the file.
+It prints one row per check (PASS, FAIL, expected FAIL, not run, and what came back), then one
+per agent client whose recorded requests it replayed (:mod:`bench.measure.probe.clients`), files
+the result under ``RESULTS_DIR/<tag>/probes/`` and prints its path. Exit 0 when every check that
+ran passed or failed only where the deployment said it would (a line names those); exit 5
+(:class:`~bench.errors.ProbeFailed`) when any other check failed, or a client named by
+``--clients`` is not served, after the tables and the file.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from rich.table import Table
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
 from bench.errors import ProbeFailed
 from bench.measure.probe.checks import CHECKS, run_probe
+from bench.measure.probe.clients import CLIENT_TITLES
 from bench.measure.probe.expect import Expectations, PresetFacts, expectations
-from bench.measure.probe.result import TTFO_RUNS, ProbeResult, write_probe
+from bench.measure.probe.result import TTFO_RUNS, CheckResult, ProbeResult, write_probe
 from bench.measure.target import Target
 from bench.rig.presets import load_presets
 
@@ -38,6 +41,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_target_flags(probe)
     probe.add_argument(
         "--only", nargs="+", choices=list(CHECKS), metavar="CHECK", help=f"run only these checks: {', '.join(CHECKS)}"
+    )
+    probe.add_argument(
+        "--clients",
+        nargs="+",
+        choices=list(CLIENT_TITLES),
+        metavar="CLIENT",
+        help="replay the recorded requests of these agent clients only, and exit 5 when one is not served "
+        f"({', '.join(CLIENT_TITLES)}; default: all of them, reported without changing the exit status; "
+        "none with --only)",
     )
     probe.add_argument(
         "--expect-context",
@@ -78,6 +90,25 @@ def show(console: Console, result: ProbeResult) -> None:
         f"thinking off {_ms(result.ttfo_thinking_off_ms)}",
         soft_wrap=True,
     )
+    if result.clients is not None:
+        show_clients(console, result.clients)
+
+
+def show_clients(console: Console, clients: list[CheckResult]) -> None:
+    """One row per agent client whose requests were replayed, then who is served correctly."""
+    table = Table(title="Agent clients: their recorded requests replayed", box=box.SIMPLE_HEAD)
+    for column in ("client", "result", "detail"):
+        table.add_column(column, no_wrap=column != "detail")
+    for client in clients:
+        verdict = client.verdict.replace("PASS", "served").replace("FAIL", "not served")
+        table.add_row(client.name, f"[{STYLES[client.verdict]}]{verdict}[/]", client.detail)
+    console.print(table)
+    served = [CLIENT_TITLES[client.name] for client in clients if client.passed]
+    unserved = [CLIENT_TITLES[client.name] for client in clients if not client.passed]
+    console.print(
+        f"served correctly: {', '.join(served) or 'none'}" + (f"; not: {', '.join(unserved)}" if unserved else ""),
+        soft_wrap=True,
+    )
 
 
 def _ms(value: float | None) -> str:
@@ -91,13 +122,17 @@ def command(args: argparse.Namespace, console: Console) -> int:
     expected = _expectations(args, target, config_dir)
     err = Console(stderr=True)
     err.print(f"bench: probing {target.base_url}, tag {target.tag}")
-    result = asyncio.run(run_probe(target, expected, args.only or list(CHECKS), args.timeout))
+    clients = args.clients or ([] if args.only else list(CLIENT_TITLES))
+    result = asyncio.run(run_probe(target, expected, args.only or list(CHECKS), args.timeout, clients))
     show(console, result)
     path = write_probe(args.results_dir, result)
     console.print(f"probe: {path}", soft_wrap=True)
     if result.unexpected:
         names = ", ".join(check.name for check in result.unexpected)
         raise ProbeFailed(f"{len(result.unexpected)} check(s) failed that the deployment does not explain: {names}")
+    unserved = [client.name for client in result.clients or [] if not client.passed and not client.expected_failure]
+    if args.clients and unserved:
+        raise ProbeFailed(f"not served as they ask: {', '.join(CLIENT_TITLES[name] for name in unserved)} (--clients)")
     if result.failed:
         names = ", ".join(check.name for check in result.failed)
         console.print(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.measure.probe.clients import client_requests
+from tests.clients.requests import as_users, kept, shape
 from tests.deployments import record
 from tests.fakes.agent_server import TASK, TASK_FILE, TASK_TEXT, AgentServer
 from tests.helpers import REPO
@@ -83,11 +86,31 @@ def _setup(tmp_path: Path, *, tools: bool = True) -> Setup:
     return Setup(server, files, work, env)
 
 
+def setup_for(tmp_path: Path) -> Setup:
+    """The fake serving, the files written: what every client's run needs."""
+    return _setup(tmp_path)
+
+
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[Setup]:
     made = _setup(tmp_path)
     yield made
     made.server.close()
+
+
+PINS = {
+    "opencode": "opencode-ai@",
+    "continue": "@continuedev/cli@",
+    "aider": "aider-chat==",
+    "hermes": "hermes-agent==",
+}
+
+
+def version_of(client: str) -> str:
+    """The version ``scripts/testrig clients`` pins for ``client``."""
+    found = re.search(re.escape(PINS[client]) + r"([0-9][0-9A-Za-z.+-]*)", (REPO / "scripts" / "testrig").read_text())
+    assert found, f"scripts/testrig pins no {PINS[client]}"
+    return found.group(1)
 
 
 def _run(setup: Setup, command: list[str], **env: str) -> subprocess.CompletedProcess[str]:
@@ -121,14 +144,54 @@ def _assert_served(setup: Setup, *, tools: bool) -> None:
     assert keys == {f"Bearer {KEY}"}
 
 
-def test_opencode_writes_the_file_through_its_write_tool(setup: Setup) -> None:
+def run_opencode(setup: Setup) -> None:
+    _run(setup, [str(_binary("opencode")), "run", TASK, "--auto"], OPENCODE_CONFIG=str(setup.files / "opencode.json"))
+
+
+def run_continue(setup: Setup) -> None:
     _run(
         setup,
-        [str(_binary("opencode")), "run", TASK, "--auto"],
-        OPENCODE_CONFIG=str(setup.files / "opencode.json"),
+        [str(_binary("continue")), "--config", str(setup.files / "continue" / "config.yaml"), "-p", TASK, "--auto"],
     )
+
+
+def run_aider(setup: Setup) -> None:
+    """Aider edits through text: the three files copied into the folder, as docs/clients.md says."""
+    for path in (setup.files / "aider").iterdir():
+        shutil.copy(path, setup.work / path.name)
+    _run(
+        setup,
+        [str(_binary("aider")), "--message", TASK, "--yes-always", "--no-git", TASK_FILE],
+        OPENAI_API_KEY=setup.env["LLMRIG_API_KEY"],
+    )
+
+
+def run_hermes(setup: Setup) -> None:
+    home = Path(setup.env["HOME"]) / ".hermes"
+    home.mkdir()
+    shutil.copy(setup.files / "hermes" / "config.yaml", home / "config.yaml")
+    _run(setup, [str(_binary("hermes")), "chat", "-q", TASK, "-Q", "--yolo"], HERMES_HOME=str(home))
+
+
+RUNS = {"opencode": run_opencode, "continue": run_continue, "aider": run_aider, "hermes": run_hermes}
+
+
+def _assert_replayed_as_sent(client: str, setup: Setup) -> None:
+    """bench probe replays what this client sends now: the committed recording has the same
+    parameters, tools and message fields (``python -m tests.clients.requests`` records it again)."""
+    committed = client_requests()[client]
+    assert committed.version == version_of(client), f"record again: python -m tests.clients.requests {client}"
+    now = as_users(kept(setup.server), setup.work.parent)
+    assert shape(now) == shape(committed.requests), f"record again: python -m tests.clients.requests {client}"
+
+
+@pytest.mark.parametrize("client", ["opencode", "continue", "hermes"])
+def test_a_tool_using_client_writes_the_file_through_its_write_tool(client: str, setup: Setup) -> None:
+    RUNS[client](setup)
     _assert_served(setup, tools=True)
-    assert {body.get("tool_choice") for body in setup.server.chats() if body.get("tools")} == {"auto"}
+    if client == "opencode":
+        assert {body.get("tool_choice") for body in setup.server.chats() if body.get("tools")} == {"auto"}
+    _assert_replayed_as_sent(client, setup)
 
 
 def test_opencode_without_the_key_variable_is_refused(setup: Setup) -> None:
@@ -164,30 +227,8 @@ def test_opencode_offers_its_tools_even_to_a_model_without_tool_calls(
         made.server.close()
 
 
-def test_continue_writes_the_file_through_its_write_tool(setup: Setup) -> None:
-    _run(
-        setup,
-        [str(_binary("continue")), "--config", str(setup.files / "continue" / "config.yaml"), "-p", TASK, "--auto"],
-    )
-    _assert_served(setup, tools=True)
-
-
 def test_aider_applies_its_edit_to_the_file(setup: Setup) -> None:
-    """Aider edits through text: the three files copied into the folder, as docs/clients.md says."""
-    for path in (setup.files / "aider").iterdir():
-        shutil.copy(path, setup.work / path.name)
-    _run(
-        setup,
-        [str(_binary("aider")), "--message", TASK, "--yes-always", "--no-git", TASK_FILE],
-        OPENAI_API_KEY=setup.env["LLMRIG_API_KEY"],
-    )
+    run_aider(setup)
     _assert_served(setup, tools=False)
     assert "SEARCH/REPLACE" in json.dumps(setup.server.chats()[0]["messages"][:1])  # the diff format the file set
-
-
-def test_hermes_writes_the_file_through_its_write_tool(setup: Setup) -> None:
-    home = Path(setup.env["HOME"]) / ".hermes"
-    home.mkdir()
-    shutil.copy(setup.files / "hermes" / "config.yaml", home / "config.yaml")
-    _run(setup, [str(_binary("hermes")), "chat", "-q", TASK, "-Q", "--yolo"], HERMES_HOME=str(home))
-    _assert_served(setup, tools=True)
+    _assert_replayed_as_sent("aider", setup)

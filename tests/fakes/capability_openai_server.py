@@ -18,7 +18,14 @@ It answers ``GET /v1/models`` (one model with ``max_model_len``) and
 - ``response_format``: ``valid``, ``invalid_json`` or ``wrong_schema``;
 - ``think_s``: with ``stream: true`` and thinking on, the seconds between the reasoning chunk
   and the first content chunk (a streamed answer is the same message as server-sent events: one
-  chunk of reasoning, if any, then one of content, then ``[DONE]``).
+  chunk of reasoning, if any, then one of content, then one per tool call, then one with the
+  ``finish_reason``, then the usage chunk, then ``[DONE]``);
+- ``stream_usage``: whether a stream ends with the usage chunk that ``stream_options``
+  ``include_usage`` asks for; ``stream_done``: whether it ends with ``[DONE]``.
+
+The agent clients' requests (their own tools, no ``chat_template_kwargs``: thinking is on, as a
+Qwen3 template has it) get a call of the client's file-writing tool on the first turn (as
+:mod:`tests.fakes.agent_server` finds it) and a short answer once a tool result came back.
 
 A request without ``Authorization: Bearer <api_key>`` gets 401. Every request body is kept in
 ``requests`` for the tests to inspect. Runs in a thread of the test process.
@@ -26,12 +33,15 @@ A request without ``Authorization: Bearer <api_key>`` gets 401. Every request bo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
+from tests.fakes.agent_server import write_call
 from tests.helpers import LoopbackServer
 
 GOOD: dict[str, Any] = {
@@ -47,6 +57,8 @@ GOOD: dict[str, Any] = {
     "over_context": "400",
     "response_format": "valid",
     "think_s": 0.0,
+    "stream_usage": True,
+    "stream_done": True,
 }
 ARGUMENTS = {
     "get_weather": {"city": "Paris"},
@@ -63,9 +75,15 @@ JSON_ANSWERS = {
 def _tool_message(behaviour: dict[str, Any], request: dict[str, Any], prompt: str) -> dict[str, Any] | None:
     """The assistant message for a request with tools; None where the fake refuses it (400)."""
     name = request["tools"][0]["function"]["name"]
-    if behaviour["tools"] == "400":
+    if behaviour["tools"] == "400" and request.get("tool_choice") != "none":
         return None
-    arguments = dict(ARGUMENTS[name])
+    arguments: dict[str, Any]
+    if name in ARGUMENTS:
+        arguments = dict(ARGUMENTS[name])
+    elif any(message.get("role") == "tool" for message in request["messages"]):
+        return _plain_message(behaviour, request)  # an agent client's next turn: the answer
+    else:  # an agent client's first turn: a call of its file-writing tool
+        name, arguments = write_call(request["tools"], Path("/home/user/project")) or (name, {})
     if name == "create_ticket" and behaviour["args"] == "invalid":
         arguments["priority"] = "urgent"
     if behaviour["tools"] == "text" and request.get("tool_choice") != "required":
@@ -84,10 +102,17 @@ def _tool_message(behaviour: dict[str, Any], request: dict[str, Any], prompt: st
     return {"role": "assistant", "content": None, "tool_calls": calls}
 
 
+def thinking_on(request: dict[str, Any]) -> bool:
+    """Thinking as asked per request, on where it is not said (a Qwen3 template's default)."""
+    return bool(
+        (request.get("chat_template_kwargs") or {}).get("enable_thinking", "chat_template_kwargs" not in request)
+    )
+
+
 def _plain_message(behaviour: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
     if "response_format" in request:
         return {"role": "assistant", "content": JSON_ANSWERS[behaviour["response_format"]]}
-    if (request.get("chat_template_kwargs") or {}).get("enable_thinking"):
+    if thinking_on(request):
         mode = behaviour["reasoning"]
         if mode == "think_tags":
             return {"role": "assistant", "content": "<think>12 plus 30 is 42</think>42"}
@@ -161,7 +186,9 @@ class CapabilityServer(LoopbackServer):
                 body = self.rfile.read(length)
                 status, document = fake.answer(self.path, headers, body)
                 if status == 200 and self.path == "/v1/chat/completions" and json.loads(body).get("stream"):
-                    self._stream(document["choices"][0]["message"], json.loads(body))
+                    # The probe closes a stream once it has its first answer token.
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        self._stream(document["choices"][0]["message"], json.loads(body))
                     return
                 data = json.dumps(document).encode()
                 self.send_response(status)
@@ -175,16 +202,31 @@ class CapabilityServer(LoopbackServer):
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("connection", "close")
                 self.end_headers()
-                thinking = (request.get("chat_template_kwargs") or {}).get("enable_thinking")
+                thinking = thinking_on(request)
+                chunks = []
                 for key in ("reasoning", "reasoning_content", "content"):
                     if message.get(key):
                         if key == "content" and thinking:
+                            self._send(chunks)
+                            chunks = []
                             time.sleep(fake.behaviour["think_s"])
-                        chunk = {"choices": [{"index": 0, "delta": {key: message[key]}}]}
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                        self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
+                        chunks.append({"choices": [{"index": 0, "delta": {key: message[key]}}]})
+                for index, call in enumerate(message.get("tool_calls") or []):
+                    delta = {"tool_calls": [{**call, "index": index}]}
+                    chunks.append({"choices": [{"index": 0, "delta": delta}]})
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                if (request.get("stream_options") or {}).get("include_usage") and fake.behaviour["stream_usage"]:
+                    chunks.append({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})
+                self._send(chunks)
+                if fake.behaviour["stream_done"]:
+                    self.wfile.write(b"data: [DONE]\n\n")
                 self.close_connection = True
+
+            def _send(self, chunks: list[dict[str, Any]]) -> None:
+                for chunk in chunks:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
 
             do_GET = _reply
             do_POST = _reply

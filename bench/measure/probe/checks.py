@@ -26,6 +26,7 @@ from statistics import median
 from jsonschema import Draft202012Validator
 
 from bench.codec import JsonObject
+from bench.measure.probe.clients import CLIENT_TITLES, client_requests, replay_client
 from bench.measure.probe.expect import Expectations
 from bench.measure.probe.http import (
     THINK_TAG,
@@ -171,8 +172,16 @@ async def _one(probe: Probe, name: str) -> CheckResult:
     return CheckResult(name, bool(passed), detail, expected_failure=expected, ran=passed is not None)
 
 
-async def run_probe(target: Target, expected: Expectations, names: Sequence[str], timeout_s: float) -> ProbeResult:
-    """Run the checks ``names`` (in :data:`CHECKS` order) against ``target``, one at a time."""
+async def _client(probe: Probe, name: str) -> CheckResult:
+    passed, detail, expected = await replay_client(probe, client_requests()[name])
+    return CheckResult(name, passed, detail, expected_failure=expected)
+
+
+async def run_probe(
+    target: Target, expected: Expectations, names: Sequence[str], timeout_s: float, clients: Sequence[str] = ()
+) -> ProbeResult:
+    """Run the checks ``names`` (in :data:`CHECKS` order) against ``target``, one at a time, then
+    replay the requests of the agent ``clients`` (in :data:`CLIENT_TITLES` order)."""
     started = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
     endpoint = Endpoint(target.base_url, target.model or "", target.api_key, timeout_s, timeout_s)
     async with ChatClient(endpoint, max_connections=1) as client:
@@ -180,7 +189,8 @@ async def run_probe(target: Target, expected: Expectations, names: Sequence[str]
         probe = Probe(client.http, model, served_context, expected, timeout_s)
         checks = [await _one(probe, name) for name in CHECKS if name in names]
         on, off = await time_to_first_answer(probe, thinking=True), await time_to_first_answer(probe, thinking=False)
-    return ProbeResult(target.tag, started, target.base_url, model, checks, on, off)
+        replayed = [await _client(probe, name) for name in CLIENT_TITLES if name in clients] if clients else None
+    return ProbeResult(target.tag, started, target.base_url, model, checks, on, off, replayed)
 
 
 async def time_to_first_answer(probe: Probe, *, thinking: bool) -> float | None:

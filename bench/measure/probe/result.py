@@ -59,6 +59,10 @@ class ProbeResult:
     # switched on and off per request (chat_template_kwargs); None when no answer came.
     ttfo_thinking_on_ms: float | None = field(default=None, metadata=OMIT_IF_NONE)
     ttfo_thinking_off_ms: float | None = field(default=None, metadata=OMIT_IF_NONE)
+    # The agent clients' recorded requests replayed (bench.measure.probe.clients), one result per
+    # client; None when none was replayed. They say which clients the deployment serves, and do
+    # not decide whether the tag is ranked.
+    clients: list[CheckResult] | None = field(default=None, metadata=OMIT_IF_NONE)
 
     @property
     def failed(self) -> list[CheckResult]:
@@ -69,6 +73,11 @@ class ProbeResult:
     def unexpected(self) -> list[CheckResult]:
         """The failed checks that the deployment did not say would fail."""
         return [check for check in self.failed if not check.expected_failure]
+
+    @property
+    def clients_served(self) -> list[str]:
+        """The clients whose replayed requests were served correctly."""
+        return [client.name for client in self.clients or [] if client.passed]
 
 
 PROBE_FILE: Document[ProbeResult] = Document(

@@ -1,0 +1,213 @@
+"""The agent clients' own requests, replayed: does the deployment serve OpenCode, Continue, Aider
+and Hermes Agent as they really ask?
+
+Each client's chat requests were recorded once from the real client (the version ``bench
+clients`` writes for, run with those files against a protocol fake; the files are in
+``client_requests/``): its parameters (streaming, ``stream_options``, ``tool_choice``, the
+answer length), its tools with their schemas, its system prompt, and for a tool user the next
+turn carrying the tool's result. A replay sends each one as recorded, with three changes: the
+served model's name, ``max_tokens`` cut to :data:`REPLAY_MAX_TOKENS` (the probe's time, not the
+client's), and ``temperature`` 0 where the client sets none (the same verdict each time).
+
+A client is served correctly when every request gets HTTP 200 and a whole stream (``[DONE]``),
+with the usage chunk it asks for (``stream_options.include_usage``: the client's token counts),
+no ``<think>`` tag in ``content`` (reasoning separated), and, where it offers tools, a call of
+one of them in ``tool_calls`` with JSON arguments on the first turn (not written into
+``content``) and an answer to the turn that carries the result. A request larger than the served
+context fails on the server's own 400, which says by how much.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.errors import EndpointUnreachable
+from bench.measure.probe.http import THINK_TAG, CheckFailed, Outcome, Probe, error_message, snippet
+
+CLIENT_REQUESTS_DIR = Path(__file__).with_name("client_requests")
+CLIENT_TITLES = {"opencode": "OpenCode", "continue": "Continue", "aider": "Aider", "hermes": "Hermes Agent"}
+REPLAY_MAX_TOKENS = 2048
+# A tool call written as text into content, as a server without a tool-call parser leaves it.
+TOOL_MARKUP = ("<tool_call>", "<function=", '{"name":')
+
+
+class ReplayFailed(CheckFailed):
+    """A replayed request not served as the client needs; ``capability`` names the probe check
+    whose capability it needs (a deployment without it explains the failure), else empty."""
+
+    def __init__(self, detail: str, capability: str = "") -> None:
+        super().__init__(detail)
+        self.capability = capability
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRequests:
+    """One client's recorded chat requests, in the order it sent them."""
+
+    client: str
+    title: str
+    version: str
+    requests: list[dict[str, Any]]  # as the client sent them: any JSON
+
+    @property
+    def uses_tools(self) -> bool:
+        return any(body.get("tools") for body in self.requests)
+
+
+@cache
+def client_requests() -> dict[str, ClientRequests]:
+    """Every recorded client, by the name ``bench clients`` uses, in :data:`CLIENT_TITLES` order."""
+    found = {}
+    for client in CLIENT_TITLES:
+        document = json.loads((CLIENT_REQUESTS_DIR / f"{client}.json").read_text(encoding="utf-8"))
+        found[client] = ClientRequests(client, document["title"], document["version"], document["requests"])
+    return found
+
+
+@dataclass
+class Streamed:
+    """What one streamed answer carried, put together from its chunks."""
+
+    content: str = ""
+    reasoning: str = ""
+    calls: dict[int, list[str]] = field(default_factory=dict)  # index: [name, arguments]
+    finish: str | None = None
+    usage: bool = False
+    done: bool = False
+
+    def feed(self, line: str) -> None:
+        """One line of the event stream."""
+        if not line.startswith("data:"):
+            return
+        data = line.removeprefix("data:").strip()
+        if data == "[DONE]":
+            self.done = True
+            return
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise ReplayFailed(f"a stream chunk is not JSON: {snippet(data)}") from exc
+        self.usage = self.usage or (isinstance(chunk.get("usage"), dict) and bool(chunk["usage"]))
+        for choice in chunk.get("choices") or []:
+            self.finish = choice.get("finish_reason") or self.finish
+            self.add(choice.get("delta") or {})
+
+    def add(self, delta: dict[str, Any]) -> None:
+        """One delta (or a whole non-streamed message) of the answer."""
+        self.content += str(delta.get("content") or "")
+        self.reasoning += str(delta.get("reasoning") or delta.get("reasoning_content") or "")
+        for call in delta.get("tool_calls") or []:
+            entry = self.calls.setdefault(int(call.get("index", len(self.calls))), ["", ""])
+            function = call.get("function") or {}
+            entry[0] += str(function.get("name") or "")
+            entry[1] += str(function.get("arguments") or "")
+
+
+def replay_body(body: dict[str, Any], model: str) -> dict[str, Any]:
+    """The recorded request as the replay sends it (see the module's docstring)."""
+    sent = {**body, "model": model}
+    if isinstance(sent.get("max_tokens"), int):
+        sent["max_tokens"] = min(sent["max_tokens"], REPLAY_MAX_TOKENS)
+    sent.setdefault("temperature", 0)
+    return sent
+
+
+async def _streamed(probe: Probe, body: dict[str, Any]) -> Streamed:
+    answer = Streamed()
+    try:
+        async with asyncio.timeout(probe.timeout_s):
+            async with probe.http.stream("POST", "/chat/completions", json=body) as response:
+                if response.status_code != 200:
+                    text = (await response.aread()).decode(errors="replace")
+                    try:
+                        parsed = json.loads(text)
+                    except json.JSONDecodeError:
+                        parsed = None
+                    raise ReplayFailed(f"HTTP {response.status_code}: {snippet(error_message(parsed, text), 90)}")
+                async for line in response.aiter_lines():
+                    answer.feed(line)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        raise ReplayFailed(f"no whole answer within {probe.timeout_s:g} s") from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        raise ReplayFailed(f"the stream broke off: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise EndpointUnreachable(f"POST {probe.http.base_url}/chat/completions failed: {exc}") from exc
+    return answer
+
+
+async def _answer(probe: Probe, body: dict[str, Any]) -> Streamed:
+    """The answer to one replayed request (every recorded client streams), put together."""
+    answer = await _streamed(probe, body)
+    if not answer.done:
+        raise ReplayFailed("the stream ended without data: [DONE]")
+    return answer
+
+
+def _called(answer: Streamed, body: dict[str, Any]) -> str:
+    """The first turn's tool calls, shown; :class:`ReplayFailed` when there is none or one is wrong."""
+    offered = {str(tool.get("function", {}).get("name")) for tool in body.get("tools") or []}
+    if any(mark in answer.content for mark in TOOL_MARKUP):
+        raise ReplayFailed(f"a tool call written into content: {snippet(answer.content)}", "tool_call_single")
+    if not answer.calls:
+        why = f"finish_reason {answer.finish}" + (
+            " (the replay's answer length ran out)" if answer.finish == "length" else ""
+        )
+        raise ReplayFailed(f"no tool call ({why}); content: {snippet(answer.content)}", "tool_call_single")
+    shown = []
+    for name, arguments in answer.calls.values():
+        if name not in offered:
+            raise ReplayFailed(f"called {name!r}, which the client does not offer", "tool_call_single")
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise ReplayFailed(f"{name}: arguments are not JSON: {snippet(arguments)}", "tool_call_single") from exc
+        if not isinstance(parsed, dict):
+            raise ReplayFailed(f"{name}: arguments are not a JSON object: {snippet(arguments)}", "tool_call_single")
+        shown.append(f"{name}({','.join(parsed)})")
+    return " ".join(shown)
+
+
+async def replay(probe: Probe, recorded: ClientRequests) -> Outcome:
+    """Replay one client's requests in order; passed and one line saying what came back."""
+    said = []
+    for turn, body in enumerate(recorded.requests):
+        sent = replay_body(body, probe.model)
+        where = f"turn {turn + 1}: " if len(recorded.requests) > 1 else ""
+        try:
+            answer = await _answer(probe, sent)
+            if (sent.get("stream_options") or {}).get("include_usage") and not answer.usage:
+                raise ReplayFailed("no usage chunk, which the client asks for (stream_options.include_usage)")
+            if THINK_TAG.search(answer.content):
+                raise ReplayFailed(f"think tags in content: {snippet(answer.content)}", "reasoning_field")
+            first_tool_turn = bool(sent.get("tools")) and not any(m.get("role") == "tool" for m in sent["messages"])
+            if first_tool_turn:
+                said.append(_called(answer, sent))
+            elif not (answer.content.strip() or answer.calls):
+                raise ReplayFailed(f"an empty answer (finish_reason {answer.finish})")
+            else:
+                said.append(snippet(answer.content, 30) if answer.content.strip() else "a tool call")
+        except ReplayFailed as failed:
+            # vLLM refuses tools in auto mode without its tool-call parser: 400 naming the tool choice.
+            refused_tools = str(failed).startswith("HTTP 400") and "tool" in str(failed).lower() and sent.get("tools")
+            capability = failed.capability or ("tool_call_single" if refused_tools else "")
+            raise ReplayFailed(where + str(failed), capability) from failed
+    return True, f"{recorded.title} {recorded.version}: " + "; then ".join(said)
+
+
+async def replay_client(probe: Probe, recorded: ClientRequests) -> tuple[bool, str, bool]:
+    """Passed, the detail line, and whether the deployment explains a failure (it lacks the
+    capability the failed request needs: tool calls or separated reasoning)."""
+    try:
+        passed, detail = await replay(probe, recorded)
+    except ReplayFailed as failed:
+        reason = probe.expected.absent.get(failed.capability) if failed.capability else None
+        detail = f"{recorded.title} {recorded.version}: {failed}"
+        return False, detail + (f" (expected: {reason})" if reason else ""), reason is not None
+    return bool(passed), detail, False
