@@ -130,9 +130,6 @@ def command(args: argparse.Namespace, console: Console) -> int:
     if result.unexpected:
         names = ", ".join(check.name for check in result.unexpected)
         raise ProbeFailed(f"{len(result.unexpected)} check(s) failed that the deployment does not explain: {names}")
-    unserved = [client.name for client in result.clients or [] if not client.passed and not client.expected_failure]
-    if args.clients and unserved:
-        raise ProbeFailed(f"not served as they ask: {', '.join(CLIENT_TITLES[name] for name in unserved)} (--clients)")
     if result.failed:
         names = ", ".join(check.name for check in result.failed)
         console.print(
@@ -140,4 +137,7 @@ def command(args: argparse.Namespace, console: Console) -> int:
             f"tag {result.tag} but does not rank it (--include-failing ranks it anyway)",
             soft_wrap=True,
         )
+    unserved = [client.name for client in result.clients or [] if not client.passed and not client.expected_failure]
+    if args.clients and unserved:
+        raise ProbeFailed(f"not served as they ask: {', '.join(CLIENT_TITLES[name] for name in unserved)} (--clients)")
     return 0

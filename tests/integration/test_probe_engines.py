@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,10 +48,10 @@ def _deployment(server: Server, folder: Path, engine: str, after: str) -> Path:
     return folder / "deployment.json"
 
 
-def _probe(deployment: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _probe(deployment: Path, tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     """`bench probe --deployment ...` as a user runs it, pinned to core 0; its results folder."""
     results = tmp_path / "results"
-    done = _bench("probe", "--deployment", str(deployment), "--results-dir", str(results))
+    done = _bench("probe", "--deployment", str(deployment), "--results-dir", str(results), *flags)
     return done, results
 
 
@@ -81,6 +82,16 @@ def test_vllm_probe_reports_what_the_tiny_base_model_lacks(vllm: Server, tmp_pat
     assert "expected FAIL" in done.stdout
     assert probe.ttfo_thinking_off_ms is not None  # a base model answers at once, thinking or not
     assert probe.ttfo_thinking_on_ms is not None
+    # The agent clients' own requests: vLLM refuses the tool users' tools (no tool-call parser:
+    # expected), and Aider's prompt alone is longer than the 2,048 tokens served.
+    clients = {client.name: client for client in probe.clients or []}
+    assert list(clients) == ["opencode", "continue", "aider", "hermes"]
+    for name in ("opencode", "continue", "hermes"):
+        assert clients[name].verdict == "expected FAIL", clients[name]
+        assert 'turn 1: HTTP 400: \'"auto" tool choice requires --enable-auto-tool-choice' in clients[name].detail
+    assert (clients["aider"].passed, clients["aider"].expected_failure) == (False, False)
+    assert "HTTP 400: \"This model's maximum context length is 2048 tokens" in clients["aider"].detail
+    assert "served correctly: none; not: OpenCode, Continue, Aider, Hermes Agent" in done.stdout
     # bench compare shows the probed tag against one without a probe, and does not rank it.
     for tag in ("unprobed", "integration-probe", "unprobed", "integration-probe"):
         _single(deployment, results, tag)
@@ -121,8 +132,11 @@ def _single(deployment: Path, results: Path, tag: str) -> None:
 def test_llamacpp_probe_fails_only_as_expected(llamacpp: Server, tmp_path: Path) -> None:
     """Against llama.cpp: tool and reasoning checks fail as the preset says, the rest pass; exit 0."""
     deployment = _deployment(llamacpp, tmp_path / "artifacts" / "box", "llamacpp", "--model")
-    done, results = _probe(deployment, tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done, results = _probe(deployment, tmp_path, "--clients", "aider", "opencode")
+    # The checks fail only as expected; the two clients named must be served, and their prompts
+    # are longer than the 2,048 tokens of a slot: exit 5 for them.
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert done.stderr.strip().endswith("not served as they ask: OpenCode, Aider (--clients)")
     assert "expected failures only (tool_call_single" in done.stdout
     probe = latest_probe(results, "integration-probe")
     assert probe is not None
@@ -137,3 +151,8 @@ def test_llamacpp_probe_fails_only_as_expected(llamacpp: Server, tmp_path: Path)
     served = checks["served_context_matches"]
     assert (served.ran, served.verdict) == (False, "not run")  # llama.cpp's record has no --max-model-len
     assert probe.unexpected == []
+    clients = {client.name: client for client in probe.clients or []}
+    assert list(clients) == ["opencode", "aider"]
+    for client in clients.values():
+        assert (client.passed, client.expected_failure) == (False, False)
+        assert re.search(r"HTTP 400: 'request \(\d+ tokens\) exceeds the available context size \(2048", client.detail)

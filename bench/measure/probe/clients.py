@@ -130,7 +130,7 @@ async def _streamed(probe: Probe, body: dict[str, Any]) -> Streamed:
                         parsed = json.loads(text)
                     except json.JSONDecodeError:
                         parsed = None
-                    raise ReplayFailed(f"HTTP {response.status_code}: {snippet(error_message(parsed, text), 90)}")
+                    raise ReplayFailed(f"HTTP {response.status_code}: {snippet(error_message(parsed, text), 160)}")
                 async for line in response.aiter_lines():
                     answer.feed(line)
     except (TimeoutError, httpx.TimeoutException) as exc:
@@ -156,9 +156,8 @@ def _called(answer: Streamed, body: dict[str, Any]) -> str:
     if any(mark in answer.content for mark in TOOL_MARKUP):
         raise ReplayFailed(f"a tool call written into content: {snippet(answer.content)}", "tool_call_single")
     if not answer.calls:
-        why = f"finish_reason {answer.finish}" + (
-            " (the replay's answer length ran out)" if answer.finish == "length" else ""
-        )
+        ran_out = ": the answer length or the context ran out" if answer.finish == "length" else ""
+        why = f"finish_reason {answer.finish}{ran_out}"
         raise ReplayFailed(f"no tool call ({why}); content: {snippet(answer.content)}", "tool_call_single")
     shown = []
     for name, arguments in answer.calls.values():
