@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from bench.errors import EndpointUnreachable
+from bench.errors import EndpointAuthError, EndpointUnreachable
 from bench.measure.probe.http import THINK_TAG, CheckFailed, Outcome, Probe, error_message, snippet
 
 CLIENT_REQUESTS_DIR = Path(__file__).with_name("client_requests")
@@ -83,7 +83,7 @@ class Streamed:
     done: bool = False
 
     def feed(self, line: str) -> None:
-        """One line of the event stream."""
+        """One line of the event stream; :class:`ReplayFailed` for a chunk that is not one."""
         if not line.startswith("data:"):
             return
         data = line.removeprefix("data:").strip()
@@ -94,17 +94,24 @@ class Streamed:
             chunk = json.loads(data)
         except json.JSONDecodeError as exc:
             raise ReplayFailed(f"a stream chunk is not JSON: {snippet(data)}") from exc
+        if not isinstance(chunk, dict):
+            raise ReplayFailed(f"a stream chunk is not an object: {snippet(data)}")
+        if chunk.get("error"):
+            raise ReplayFailed(f"an error in the stream: {snippet(error_message(chunk, data), 160)}")
         self.usage = self.usage or (isinstance(chunk.get("usage"), dict) and bool(chunk["usage"]))
-        for choice in chunk.get("choices") or []:
-            self.finish = choice.get("finish_reason") or self.finish
-            self.add(choice.get("delta") or {})
+        try:
+            for choice in chunk.get("choices") or []:
+                self.finish = choice.get("finish_reason") or self.finish
+                self._add(choice.get("delta") or {})
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise ReplayFailed(f"a stream chunk not as the OpenAI API has it: {snippet(data)}") from exc
 
-    def add(self, delta: dict[str, Any]) -> None:
-        """One delta (or a whole non-streamed message) of the answer."""
+    def _add(self, delta: dict[str, Any]) -> None:
         self.content += str(delta.get("content") or "")
         self.reasoning += str(delta.get("reasoning") or delta.get("reasoning_content") or "")
         for call in delta.get("tool_calls") or []:
-            entry = self.calls.setdefault(int(call.get("index", len(self.calls))), ["", ""])
+            index = call.get("index")
+            entry = self.calls.setdefault(index if isinstance(index, int) else len(self.calls), ["", ""])
             function = call.get("function") or {}
             entry[0] += str(function.get("name") or "")
             entry[1] += str(function.get("arguments") or "")
@@ -124,6 +131,8 @@ async def _streamed(probe: Probe, body: dict[str, Any]) -> Streamed:
     try:
         async with asyncio.timeout(probe.timeout_s):
             async with probe.http.stream("POST", "/chat/completions", json=body) as response:
+                if response.status_code == 401:
+                    raise EndpointAuthError(f"{probe.http.base_url} answered 401: wrong or missing API key (--api-key)")
                 if response.status_code != 200:
                     text = (await response.aread()).decode(errors="replace")
                     try:

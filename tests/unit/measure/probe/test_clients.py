@@ -15,7 +15,7 @@ import pytest
 
 from bench.cli import main
 from bench.measure.probe.checks import run_probe
-from bench.measure.probe.clients import CLIENT_TITLES, REPLAY_MAX_TOKENS, client_requests
+from bench.measure.probe.clients import CLIENT_TITLES, REPLAY_MAX_TOKENS, ReplayFailed, Streamed, client_requests
 from bench.measure.probe.expect import Expectations, expectations
 from bench.measure.probe.result import CheckResult, latest_probe
 from bench.measure.target import Target
@@ -158,3 +158,50 @@ def test_cli_only_leaves_the_clients_out(tmp_path: Path) -> None:
     assert probe.clients is None
     assert "clients" not in json.loads(next((tmp_path / "results" / "t" / "probes").glob("*.json")).read_text())
     assert all("chat_template_kwargs" in body for body in server.requests)  # the probe's own requests only
+
+
+def _fed(*chunks: object) -> Streamed:
+    answer = Streamed()
+    for chunk in chunks:
+        answer.feed(chunk if isinstance(chunk, str) else f"data: {json.dumps(chunk)}")
+    return answer
+
+
+def test_a_stream_is_put_together_as_a_client_reads_it() -> None:
+    """Tool-call deltas join by index (name first, arguments in pieces), usage null until the last
+    chunk, reasoning apart from content, comments and blank lines skipped."""
+    delta = [
+        {"index": 0, "id": "c1", "type": "function", "function": {"name": "write", "arguments": ""}},
+    ]
+    answer = _fed(
+        ": keep-alive",
+        "",
+        {"choices": [{"index": 0, "delta": {"reasoning": "a file"}}], "usage": None},
+        {"choices": [{"index": 0, "delta": {"tool_calls": delta}}], "usage": None},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"path": '}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"a"}'}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "usage": None},
+    )
+    assert (answer.calls, answer.reasoning, answer.content) == ({0: ["write", '{"path": "a"}']}, "a file", "")
+    assert (answer.finish, answer.usage, answer.done) == ("tool_calls", False, False)
+    answer.feed('data: {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}')
+    answer.feed("data: [DONE]")
+    assert (answer.usage, answer.done) == (True, True)
+
+
+@pytest.mark.parametrize(
+    ("line", "detail"),
+    [
+        ("data: {not json", "a stream chunk is not JSON: '{not json'"),
+        ("data: [1, 2]", "a stream chunk is not an object: '[1, 2]'"),
+        ('data: {"choices": [7]}', "a stream chunk not as the OpenAI API has it: '{\"choices\": [7]}'"),
+        (
+            'data: {"error": {"message": "The decoder prompt is longer than the maximum model length"}}',
+            "an error in the stream: 'The decoder prompt is longer than the maximum model length'",
+        ),
+    ],
+)
+def test_a_broken_stream_is_named(line: str, detail: str) -> None:
+    with pytest.raises(ReplayFailed) as failed:
+        _fed(line)
+    assert str(failed.value) == detail
