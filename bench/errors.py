@@ -14,6 +14,9 @@
     ├── ProbeFailed            bench probe: a capability check failed that the deployment did not
     │                              say would fail (exit 5, after its table and file; checks that
     │                              fail as expected alone exit 0)
+    ├── UntrustedRun           bench run finished and filed its result, but it is not trusted for
+    │                              a reason other than failed requests: answers shorter than asked,
+    │                              a stall, another client on the server (exit 6, after its table)
     └── EndpointError          the served endpoint misbehaves (exit 3; also a finished run in which
         │                          requests failed, raised after its table and file)
         ├── EndpointUnreachable    connection refused, DNS failure, connect timeout, the server lost
@@ -66,6 +69,13 @@ class ProbeFailed(BenchError):
     did not mark as an expected failure; the message names those checks."""
 
     exit_code = 5
+
+
+class UntrustedRun(BenchError):
+    """Raised by ``bench run`` after its table and file when the finished run is not trusted for a
+    reason other than failed requests (those raise :class:`EndpointError`); the message says why."""
+
+    exit_code = 6
 
 
 class EndpointError(BenchError):

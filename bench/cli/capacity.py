@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench import signals
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
 from bench.measure.capacity.measure import CapacityOptions, Hooks
 from bench.measure.capacity.measure import run as run_capacity
@@ -142,8 +143,8 @@ def command(args: argparse.Namespace, console: Console) -> int:
     try:
         result, path = run_capacity(target, options, Hooks(level_started=started, probed=probed))
     except KeyboardInterrupt:
-        err.print("\nbench: interrupted; nothing written (a search that stops early has no answer)")
-        return 130
+        err.print(f"\nbench: {signals.reason()}; nothing written (a search that stops early has no answer)")
+        return signals.INTERRUPTED
     print_result(console, result)
     console.print(f"capacity: {path}", soft_wrap=True)
     return 0

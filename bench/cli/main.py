@@ -3,8 +3,10 @@
 Only this module prints. Exit codes: 0 ok, 1 unexpected bench error, 2 usage or configuration
 error, 3 endpoint error (also a finished run in which requests failed: its table and file are
 there, marked untrusted), 4 ``bench clients --check`` found a written configuration stale, 5 a
-probe check failed that the deployment does not explain (its table and file are there), 130
-interrupted. Tracebacks appear only with ``--debug``.
+probe check failed that the deployment does not explain (its table and file are there), 6 a
+finished run that is not trusted for another reason than failed requests (its table, reasons and
+file are there), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM, 129 by SIGHUP (what was
+measured is filed, as for Ctrl-C: :mod:`bench.signals`). Tracebacks appear only with ``--debug``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench import __version__
+from bench import __version__, signals
 from bench.cli import capacity as cli_capacity
 from bench.cli import clients as cli_clients
 from bench.cli import compare as cli_compare
@@ -165,10 +167,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    try:
-        return run(args, _console())
-    except BenchError as exc:
-        if args.debug:
-            raise
-        print(f"bench: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    with signals.stop_like_ctrl_c():
+        try:
+            status = run(args, _console())
+        except KeyboardInterrupt:
+            if args.debug:
+                raise
+            print(f"bench: {signals.reason()}", file=sys.stderr)  # a command that keeps nothing when stopped
+            status = signals.INTERRUPTED
+        except BenchError as exc:
+            if args.debug:
+                raise
+            print(f"bench: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        return signals.exit_status() if status == signals.INTERRUPTED else status

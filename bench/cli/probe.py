@@ -18,6 +18,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bench import signals
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
 from bench.errors import ProbeFailed
 from bench.measure.probe.checks import CHECKS, run_probe
@@ -123,7 +124,11 @@ def command(args: argparse.Namespace, console: Console) -> int:
     err = Console(stderr=True)
     err.print(f"bench: probing {target.base_url}, tag {target.tag}")
     clients = args.clients or ([] if args.only else list(CLIENT_TITLES))
-    result = asyncio.run(run_probe(target, expected, args.only or list(CHECKS), args.timeout, clients))
+    try:
+        result = asyncio.run(run_probe(target, expected, args.only or list(CHECKS), args.timeout, clients))
+    except KeyboardInterrupt:
+        err.print(f"bench: {signals.reason()}; nothing written (a probe that stops early files nothing)")
+        return signals.INTERRUPTED
     show(console, result)
     path = write_probe(args.results_dir, result)
     console.print(f"probe: {path}", soft_wrap=True)

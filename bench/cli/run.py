@@ -8,8 +8,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from bench import signals
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
-from bench.errors import BenchError, EndpointError
+from bench.errors import BenchError, EndpointError, UntrustedRun
 from bench.measure.run import progress as report
 from bench.measure.run.benchmark import Progress as Hooks
 from bench.measure.run.benchmark import run as run_benchmark
@@ -155,8 +156,8 @@ def command(args: argparse.Namespace, console: Console) -> int:
             result, path = run_benchmark(target, options, progress.hooks)
     except KeyboardInterrupt:
         if not _print_partial(console, progress.hooks):
-            err.print("bench: interrupted; nothing written")
-        return 130
+            err.print(f"bench: {signals.reason()}; nothing written")
+        return signals.INTERRUPTED
     except BenchError:
         _print_partial(console, progress.hooks)  # what was measured before the error, then the error
         raise
@@ -165,6 +166,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
     failed = result.failed_requests()
     if failed:
         raise EndpointError(f"{failed}; the result is marked untrusted")
+    if not result.trusted:
+        reasons = "; ".join(f"{level.label}: {reason}" for level in result.levels for reason in level.untrusted_because)
+        raise UntrustedRun(f"the run is not trusted ({reasons}); the result is marked untrusted")
     return 0
 
 

@@ -57,6 +57,7 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None  # error kind; None when the request succeeded
+    error_message: str | None = None  # what the server said of the error (HTTP body, error event), one line
     answer: str = ""  # the answer's text, kept only by multi-turn workloads
     session: int | None = None  # agent workload: session and turn of this request
     turn: int | None = None

@@ -22,8 +22,10 @@ import httpx
 from bench.codec import JsonObject
 from bench.errors import EndpointAuthError, EndpointUnreachable
 from bench.measure.probe.expect import Expectations
+from bench.measure.stream.sse import error_message
 
 log = logging.getLogger(__name__)
+__all__ = ["THINK_TAG", "CheckFailed", "Outcome", "Probe", "error_message", "snippet"]
 
 Outcome = tuple[bool | None, str]
 THINK_TAG = re.compile(r"</?think>")
@@ -69,20 +71,6 @@ async def post_chat(probe: Probe, body: JsonObject) -> tuple[int, Any, str]:
     except json.JSONDecodeError:
         parsed = None
     return response.status_code, parsed, response.text
-
-
-def error_message(parsed: Any, text: str) -> str:
-    """The message of an OpenAI error body (``{"error": {"message": ...}}`` or vLLM's older
-    ``{"object": "error", "message": ...}``), else the raw text."""
-    if isinstance(parsed, dict):
-        error = parsed.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-        if parsed.get("object") == "error" and parsed.get("message"):
-            return str(parsed["message"])
-    return text
 
 
 async def chat_answer(probe: Probe, body: JsonObject) -> tuple[JsonObject, str | None]:

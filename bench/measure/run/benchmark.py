@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import platform
 import secrets
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import __version__
+from bench import __version__, signals
 from bench.errors import BenchError, ConfigError, EndpointError, EndpointModelError
 from bench.measure import metrics
 from bench.measure.metrics import RequestRecord
@@ -189,11 +190,23 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
             progress.written = results.RESULT_FILE.write(path, result)
             progress.result = result
         elif state.levels and state.stopped_because is None:
-            kinds = sorted({str(record.error) for record in records})
             raise EndpointError(
-                f"no request succeeded ({', '.join(kinds)}); all {len(records)} failed, nothing was written"
+                f"no request succeeded: all {len(records)} failed, {_said(records)}; nothing was written"
             )
     return result, path
+
+
+def _said(records: list[RequestRecord]) -> str:
+    """Each kind of failure, how many, and what the server said the first time (when it said it):
+    ``context_overflow 6 ("This model's maximum context length is 2048 tokens. ...")``."""
+    kinds = Counter(str(record.error) for record in records)
+    first: dict[str, str] = {}
+    for record in records:
+        if record.error_message:
+            first.setdefault(str(record.error), record.error_message)
+    return ", ".join(
+        f"{kind} {count}" + (f' ("{first[kind]}")' if kind in first else "") for kind, count in sorted(kinds.items())
+    )
 
 
 def _endpoint(target: Target, model: str, options: RunOptions) -> Endpoint:
@@ -202,9 +215,9 @@ def _endpoint(target: Target, model: str, options: RunOptions) -> Endpoint:
 
 def _stopped_because(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError):
-        return "interrupted"
+        return signals.reason()  # "interrupted" (Ctrl-C), "stopped by SIGTERM"
     if isinstance(exc, BenchError):
-        return f"{type(exc).__name__}: {exc}"
+        return str(exc)
     return f"unexpected {type(exc).__name__}: {exc}"
 
 

@@ -27,7 +27,7 @@ import orjson
 from bench.codec import JsonObject, JsonValue
 from bench.errors import EndpointAuthError, EndpointModelError, EndpointProtocolError, EndpointUnreachable
 from bench.measure.metrics import RequestRecord
-from bench.measure.stream.sse import Stream, feed
+from bench.measure.stream.sse import Stream, feed, one_line_message
 
 log = logging.getLogger(__name__)
 _JSON = {"Content-Type": "application/json"}
@@ -61,6 +61,19 @@ def _served_model(entry: JsonObject) -> ServedModel:
 
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _connect_failure(exc: Exception) -> str:
+    """Why a connection failed, in bench's words: aiohttp's own ("Cannot connect to host H:P
+    ssl:default [...]", even for plain HTTP) become ``H:P: connection refused``."""
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"{exc.host}: the name does not resolve"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = exc.os_error.strerror or _one_line(exc.os_error)
+        return f"{exc.host}:{exc.port}: {reason[:1].lower()}{reason[1:]}"
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return "no connection within 10 s"
+    return _one_line(exc)
 
 
 def _raise_for_fatal(status: int, body: str, endpoint: Endpoint) -> None:
@@ -195,6 +208,7 @@ class ChatClient:
                         _raise_for_fatal(response.status, text, self.endpoint)
                         kind = _error_kind(response.status, text)
                         log.debug("request %s: HTTP %s: %s", index, response.status, text[:300])
+                        stream.error_message = one_line_message(text)
                         return self._record(
                             index, t_disp, stream, max_tokens=max_tokens, t_sched_ns=t_sched_ns, error=kind
                         )
@@ -223,10 +237,10 @@ class ChatClient:
         if self._answered:
             return EndpointUnreachable(
                 f"lost {self.endpoint.base_url}: it answered {self._answered} requests, then POST {url} "
-                f"failed ({_one_line(exc)}); the server stopped or restarted"
+                f"failed ({_connect_failure(exc)}); the server stopped or restarted"
             )
         return EndpointUnreachable(
-            f"cannot reach {self.endpoint.base_url} (--base-url): POST {url} failed: {_one_line(exc)}"
+            f"cannot reach {self.endpoint.base_url} (--base-url): POST {url} failed: {_connect_failure(exc)}"
         )
 
     def _record(
@@ -256,6 +270,7 @@ class ChatClient:
             reasoning_tokens=details.get("reasoning_tokens"),
             finish_reason=stream.finish_reason,
             error=error,
+            error_message=stream.error_message if error is not None else None,
             answer="".join(stream.text) if keep_text else "",
         )
         log.debug("request %s: %s events, error %s", index, len(stream.events), error)

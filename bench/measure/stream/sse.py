@@ -27,7 +27,32 @@ class Stream:
     finish_reason: str | None = None
     done: bool = False
     error: str | None = None  # "server_error" (an {"error": ...} event) or "malformed"
+    error_message: str | None = None  # what the server said of its error, on one line
     text: list[str] = field(default_factory=list)
+
+
+def error_message(parsed: Any, text: str) -> str:
+    """The message of an OpenAI error body (``{"error": {"message": ...}}`` or vLLM's older
+    ``{"object": "error", "message": ...}``), else the raw text."""
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if parsed.get("object") == "error" and parsed.get("message"):
+            return str(parsed["message"])
+    return text
+
+
+def one_line_message(text: str, limit: int = 200) -> str:
+    """What the server said in an error body, on one line, cut to ``limit`` characters."""
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        parsed = None
+    flat = " ".join(error_message(parsed, text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _data_of(raw: bytes) -> bytes:
@@ -94,6 +119,8 @@ def feed(stream: Stream, data: bytes, t_ns: int) -> None:
         if type(payload) is not dict or "error" in payload:
             # A server that fails mid-stream sends {"error": ...}; anything else unparsable is malformed.
             stream.error = "server_error" if isinstance(payload, dict) else "malformed"
+            if isinstance(payload, dict):
+                stream.error_message = one_line_message(body.decode(errors="replace"))
             stream.done = True
             return
         events.append(_event_from(payload, t_ns, stream, text))

@@ -93,7 +93,9 @@ def test_server_killed_mid_run_shows_the_partial_table_and_file(
     document = load_result(path)
     assert document["partial"] is True
     assert document["trusted"] is False
-    assert document["stopped_because"].startswith(f"EndpointUnreachable: lost {server.base_url}")
+    assert document["stopped_because"].startswith(f"lost {server.base_url}")
+    # In bench's words: the address and why, not aiohttp's "Cannot connect to host ... ssl:default".
+    assert f"failed (127.0.0.1:{server.port}: connect call failed" in document["stopped_because"]
     (level,) = document["levels"]
     assert level["requests"]["successful"] == 3
     assert set(level["requests"]["errors_by_kind"]) == {"truncated"}  # the stream the death cut
@@ -164,7 +166,7 @@ def test_each_timeout_fails_requests_with_its_own_kind(
     with scripted(tmp_path, **SLOW) as server:
         assert main([*run_args(server, tmp_path), "--requests", "4", *flags]) == 3
     (line,) = _error_lines(capsys.readouterr().err)
-    assert line == f"bench: error: no request succeeded ({kind}); all 4 failed, nothing was written"
+    assert line == f"bench: error: no request succeeded: all 4 failed, {kind} 4; nothing was written"
 
 
 def test_base_url_without_v1_names_the_flag_and_the_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -185,3 +187,37 @@ def test_unreachable_endpoint_names_the_flag_and_the_url(tmp_path: Path, capsys:
     assert main(argv) == 3
     (line,) = _error_lines(capsys.readouterr().err)
     assert line.startswith(f"bench: error: cannot reach {url} (--base-url): GET {url}/models failed: ")
+
+
+def test_every_request_failing_shows_what_the_server_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """All refused: the kind, how many, and the server's own message (cut to one line), exit 3."""
+    said = "This model's maximum context length is 2048 tokens.\nHowever, you requested 4096 tokens."
+    with scripted(tmp_path, **FAST, status=400, status_above_max_tokens=1, error_message=said) as server:
+        assert main([*run_args(server, tmp_path), "--requests", "4"]) == 3
+    (line,) = _error_lines(capsys.readouterr().err)
+    assert line == (
+        "bench: error: no request succeeded: all 4 failed, context_overflow 4 (\"This model's maximum context "
+        'length is 2048 tokens. However, you requested 4096 tokens."); nothing was written'
+    )
+    assert result_files(tmp_path) == []
+
+
+def test_an_untrusted_run_exits_6_after_its_table_and_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every answer shorter than asked (as a reasoning model's that spent its tokens thinking) and no
+    request failed: the table, the reason and the file, then exit 6 saying why."""
+    with scripted(tmp_path, **{**FAST, "content_tokens": 4}) as server:
+        assert main([*run_args(server, tmp_path), "--requests", "6"]) == 6
+    captured = capsys.readouterr()
+    (path,) = result_files(tmp_path)
+    document = load_result(path)
+    assert (document["trusted"], document["partial"]) == (False, False)
+    (level,) = document["levels"]
+    assert level["untrusted_because"] == ["5 of 5 requests missed the output length 8"]
+    assert f"result: {path}" in captured.out
+    _, rows = read_table(captured.out)
+    assert rows[0][-1] == "no"
+    (line,) = _error_lines(captured.err)
+    assert line == (
+        f"bench: error: the run is not trusted ({level['label']}: 5 of 5 requests missed the output length 8); "
+        "the result is marked untrusted"
+    )
