@@ -110,21 +110,28 @@ def test_sigterm_stops_a_run_whose_ctrl_c_is_ignored(tmp_path: Path) -> None:
     _assert_partial(tmp_path, out, err, "stopped by SIGTERM")
 
 
+def _sigterm_when(condition: Callable[[], bool], what: str, command: list[str]) -> tuple[int, str, str]:
+    """bench started with ``command``, sent SIGTERM once ``condition`` holds: its status, stdout, stderr."""
+    process = _start(command)
+    _when(condition, process, what)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    assert "Traceback" not in err
+    return process.returncode, out, err
+
+
 def test_sigterm_stops_capacity_saying_nothing_was_filed(tmp_path: Path) -> None:
     server = Scripted(tmp_path, **SLOW)
     try:
         command = ["capacity", "--base-url", server.base_url, "--api-key", KEY, "--tag", "t", "--no-context"]
         command += ["--results-dir", str(tmp_path / "results"), "--input-tokens", "64", "--output-tokens", "8"]
-        process = _start([*command, "--requests", "40"])
-        _when(lambda: _answered(server) >= CALIBRATION + 2, process, "two answers after calibration")
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)
+        answered = lambda: _answered(server) >= CALIBRATION + 2  # noqa: E731
+        status, out, err = _sigterm_when(answered, "two answers after calibration", [*command, "--requests", "40"])
     finally:
         server.close()
-    assert process.returncode == 143, out + err
+    assert status == 143, out + err
     assert err.rstrip().endswith("bench: stopped by SIGTERM; nothing written (a search that stops early has no answer)")
-    assert "Traceback" not in err
-    assert not (tmp_path / "results").exists() or not list((tmp_path / "results").rglob("*.json"))
+    assert not list(tmp_path.glob("results/**/*.json"))
 
 
 def test_sigterm_stops_probe_saying_nothing_was_filed(tmp_path: Path) -> None:
@@ -132,14 +139,10 @@ def test_sigterm_stops_probe_saying_nothing_was_filed(tmp_path: Path) -> None:
     server = CapabilityServer(over_context="hang")
     try:
         command = ["probe", "--base-url", server.base_url, "--api-key", "test-key", "--tag", "t"]
-        process = _start([*command, "--results-dir", str(tmp_path / "results")])
         asked = lambda: any(len(str(body.get("messages"))) > 2048 for body in server.requests)  # noqa: E731
-        _when(asked, process, "the over-context request")
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)
+        status, out, err = _sigterm_when(asked, "the over-context request", [*command, "--results-dir", str(tmp_path)])
     finally:
         server.stop()
-    assert process.returncode == 143, out + err
+    assert status == 143, out + err
     assert err.rstrip().endswith("bench: stopped by SIGTERM; nothing written (a probe that stops early files nothing)")
-    assert "Traceback" not in err
-    assert not (tmp_path / "results").exists()
+    assert not list(tmp_path.glob("**/*.json"))
