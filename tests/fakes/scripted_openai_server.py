@@ -21,6 +21,8 @@ scenario, so the harness's metrics can be checked against ground truth:
   events, as a killed server does: the stream breaks and later connections are refused),
   ``close_after_stream`` (close the connection after each whole streamed answer without saying
   so, as llama.cpp does: the client's next request on it finds it closed);
+- ``stall_after`` and ``stall_ms``: the event after the first ``stall_after`` comes ``stall_ms``
+  later than its schedule (a decode hiccup; per request through ``requests``);
 - load: each gap between events grows by ``itl_ms_per_other_stream`` for every other answer
   streaming at that moment and by ``itl_ms_per_prompt_token`` per prompt token, so per-stream
   decode speed falls with concurrency and context in a known way; with ``slots`` at most that
@@ -84,6 +86,8 @@ DEFAULTS: dict[str, Any] = {
     "malformed_after": None,
     "die_after": None,
     "close_after_stream": False,
+    "stall_after": None,
+    "stall_ms": 0.0,
     "requests": {},
 }
 
@@ -164,6 +168,13 @@ async def _stream(
             slot.release()
 
 
+def _gap_ns(scenario: dict[str, Any], event: int, prompt_tokens: int) -> int:
+    """The gap before token event ``event`` (not the first): the scripted ITL, the load, a stall."""
+    load = scenario["itl_ms_per_other_stream"] * (ACTIVE[0] - 1)
+    gap_ms = scenario["itl_ms"] + load + scenario["itl_ms_per_prompt_token"] * prompt_tokens
+    return int((gap_ms + (scenario["stall_ms"] if event == scenario["stall_after"] else 0.0)) * 1e6)
+
+
 async def _events(
     writer: asyncio.StreamWriter,
     scenario: dict[str, Any],
@@ -181,8 +192,7 @@ async def _events(
     burst: list[bytes] = []  # events written together (``burst_events``), sent at the first one's time
     while sent < total:
         if event:
-            load = scenario["itl_ms_per_other_stream"] * (ACTIVE[0] - 1)
-            target_ns += int((scenario["itl_ms"] + load + scenario["itl_ms_per_prompt_token"] * prompt_tokens) * 1e6)
+            target_ns += _gap_ns(scenario, event, prompt_tokens)
         if not burst:
             await asyncio.sleep(max(0.0, (target_ns - time.perf_counter_ns()) / 1e9))
         if scenario["die_after"] is not None and event >= scenario["die_after"]:

@@ -25,6 +25,11 @@ from bench.measure.run.window import Window, closed_loop_window, open_loop_windo
 from bench.measure.telemetry.server import Counters, server_report
 
 LENGTH_TOLERANCE = 0.05  # an output off by more than this fraction, or by 50 tokens, is flagged (inputs: the fraction)
+# A stall: a gap between two token events of one answer longer than both STALL_FACTOR times the
+# level's median gap and STALL_MIN_MS. A level with one is not trusted: its TPOT median hides it
+# (one long gap among many short ones), while its throughput falls.
+STALL_FACTOR = 10.0
+STALL_MIN_MS = 2000.0
 
 
 _summary = metrics.summarize
@@ -89,9 +94,33 @@ def _trust(level: LevelRun, measured: list[RequestMetrics], input_target: int) -
         and any(abs(p - input_target) > max(1, LENGTH_TOLERANCE * input_target) for p in prompts)
     ):
         reasons.append(f"input lengths {min(prompts)}..{max(prompts)} tokens, target {input_target}")
+    stalled = stalls(measured)
+    if stalled:
+        reasons.append(stalled)
     if not level.complete:
         reasons.append("the level was interrupted")
     return reasons
+
+
+def stall_bound_ms(measured: list[RequestMetrics]) -> float:
+    """The longest gap between two token events that is not a stall: STALL_FACTOR times the
+    median of every gap of the measured requests, and at least STALL_MIN_MS."""
+    gaps = [gap for m in measured for gap in m.icl_samples]
+    median = metrics.percentile(gaps, 0.5) if gaps else 0.0
+    return max(STALL_FACTOR * median, STALL_MIN_MS)
+
+
+def stalls(measured: list[RequestMetrics]) -> str | None:
+    """How many measured requests stalled and for how long at most ("2 of 6 requests stalled
+    ..."); None when none did."""
+    bound = stall_bound_ms(measured)
+    stalled = [m.stall_max_ms for m in measured if m.stall_max_ms > bound]
+    if not stalled:
+        return None
+    return (
+        f"{len(stalled)} of {len(measured)} requests stalled: up to {max(stalled):,.0f} ms between two tokens "
+        f"(a stall: over {STALL_FACTOR:g} times the level's median gap and over {STALL_MIN_MS:,.0f} ms)"
+    )
 
 
 def _measured(

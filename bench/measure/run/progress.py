@@ -69,8 +69,10 @@ def _p(summary: Summary | None, digits: int = 1) -> str:
     return "-" if summary is None else _fmt(summary.p50, digits)
 
 
-SUMMARY_COLUMNS = ("level", "in", "ok", "TTFT p50", "TPOT p50", "tok/s p50", "out tok/s", "trusted")
-SUMMARY_CAPTION = "times in ms; tok/s: per stream (p50) and all streams"
+SUMMARY_COLUMNS = ("level", "in", "ok", "TTFT", "TPOT", "tok/s", "out tok/s", "stall", "trusted")
+SUMMARY_CAPTION = (
+    "times in ms; TTFT, TPOT, tok/s: medians of one stream; out tok/s: all streams; stall: the longest gap"
+)
 
 
 def summary_row(level: LevelResult) -> tuple[str, ...]:
@@ -84,6 +86,7 @@ def summary_row(level: LevelResult) -> tuple[str, ...]:
         _p(latency.tpot_ms, digits=2),
         _p(level.decode_tps),
         _fmt(level.throughput.output_tps),
+        _fmt(level.stall_max_ms, digits=0),
         "yes" if not level.untrusted_because else "no",
     )
 

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from bench.cli import main
+from bench.measure.run.progress import SUMMARY_CAPTION
 from tests.result_files import load_result
 from tests.scripted import FAST, read_table, result_files, run_args, scripted
 
-COLUMNS = ["level", "in", "ok", "TTFT p50", "TPOT p50", "tok/s p50", "out tok/s", "trusted"]
+COLUMNS = ["level", "in", "ok", "TTFT", "TPOT", "tok/s", "out tok/s", "stall", "trusted"]
 FAULTS = {
     "3": {"status": 500},
     "5": {"truncate_after": 2},
@@ -37,10 +38,11 @@ def _check_row(cells: list[str], level: dict[str, Any]) -> None:
     assert row["level"] == level["label"]
     assert int(row["in"]) == level["tokens"]["input_target"]
     assert row["ok"] == f"{requests['successful']}/{requests['total']}"
-    assert _number(row["TTFT p50"]) == _rounded(latency["ttft_ms"]["p50"], 1)
-    assert _number(row["TPOT p50"]) == _rounded(latency["tpot_ms"]["p50"], 2)
-    assert _number(row["tok/s p50"]) == _rounded(level["decode_tps"]["p50"], 1)
+    assert _number(row["TTFT"]) == _rounded(latency["ttft_ms"]["p50"], 1)
+    assert _number(row["TPOT"]) == _rounded(latency["tpot_ms"]["p50"], 2)
+    assert _number(row["tok/s"]) == _rounded(level["decode_tps"]["p50"], 1)
     assert _number(row["out tok/s"]) == _rounded(level["throughput"]["output_tps"], 1)
+    assert _number(row["stall"]) == _rounded(level["stall_max_ms"], 0)
     assert row["trusted"] == ("yes" if level["untrusted_because"] == [] else "no")
 
 
@@ -67,7 +69,7 @@ def test_summary_table_cells_are_the_result_files_numbers(
     assert len(rows) == len(document["levels"]) >= 1
     for cells, level in zip(rows, document["levels"], strict=True):
         _check_row(cells, level)
-    assert "times in ms; tok/s: per stream (p50) and all streams" in out
+    assert SUMMARY_CAPTION in " ".join(out.split())  # the caption, wrapped to the table's width
     assert f"result: {path}" in out
 
 
