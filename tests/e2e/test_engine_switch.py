@@ -1145,9 +1145,13 @@ def test_bench_measures_the_box_from_the_host(box: Box, tmp_path: Path) -> None:
     command += ["--base-url", f"http://127.0.0.1:{box.host_port(API_PORT)}/v1", "--tag", "e2e"]
     command += ["--deployment", str(box.artifacts / "e2e" / "deployment.json"), "--results-dir", str(results)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
-    assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (results / "e2e").glob("*.json")
     document = load_result(path)  # against the committed schema, read back through bench's types
+    # Exit 0, or 6 when the only reason not to trust the run is a stall of the CPU engine on this
+    # busy machine (a gap of seconds between two tokens), which bench is right to report.
+    reasons = [reason for level in document["levels"] for reason in level["untrusted_because"]]
+    assert done.returncode == (6 if reasons else 0), done.stdout + done.stderr
+    assert all(" requests stalled: " in reason for reason in reasons), reasons
     assert document["environment"]["engine"] == "vllm"
     level = document["levels"][0]
     assert (level["requests"]["errored"], level["server"]["counters"]["requests_succeeded"]) == (0, 4)

@@ -3,8 +3,10 @@
 Prompts are built from common English words that nearly every tokenizer maps to one token each
 (with their leading space), so the prompt length in tokens is ``overhead + words`` with an
 ``overhead`` (chat template, salt, instruction) that two calibration requests measure against
-the server's own usage counts. Every request starts with the run's salt and its own index, so
-no two requests of a run, and no two runs, share a prefix longer than the chat template.
+the server's own usage counts. Every request starts with the run's salt, then its own index:
+the requests of one run share the chat template and the salt's eight words, so a prefix cache
+can serve no more than that of a prompt, and two runs, whose salts differ, share the chat
+template alone.
 """
 
 from __future__ import annotations
