@@ -5,16 +5,17 @@ Each client's chat requests were recorded once from the real client (the version
 clients`` writes for, run with those files against a protocol fake; the files are in
 ``client_requests/``): its parameters (streaming, ``stream_options``, ``tool_choice``, the
 answer length), its tools with their schemas, its system prompt, and for a tool user the next
-turn carrying the tool's result. A replay sends each one as recorded, with three changes: the
-served model's name, ``max_tokens`` cut to :data:`REPLAY_MAX_TOKENS` (the probe's time, not the
-client's), and ``temperature`` 0 where the client sets none (the same verdict each time).
+turn carrying the tool's result. A replay sends each one as recorded, with two changes: the
+served model's name, and ``max_tokens`` cut to :data:`REPLAY_MAX_TOKENS` (the probe's time, not
+the client's). The sampling stays the client's (most set none: the server's defaults, which for a
+reasoning model are never greedy, since greedy decoding makes them repeat themselves).
 
 A client is served correctly when every request gets HTTP 200 and a whole stream (``[DONE]``),
 with the usage chunk it asks for (``stream_options.include_usage``: the client's token counts),
 no ``<think>`` tag in ``content`` (reasoning separated), and, where it offers tools, a call of
 one of them in ``tool_calls`` with JSON arguments on the first turn (not written into
 ``content``) and an answer to the turn that carries the result. A request larger than the served
-context fails on the server's own 400, which says by how much.
+context fails on the server's own 400, which says so.
 """
 
 from __future__ import annotations
@@ -122,7 +123,6 @@ def replay_body(body: dict[str, Any], model: str) -> dict[str, Any]:
     sent = {**body, "model": model}
     if isinstance(sent.get("max_tokens"), int):
         sent["max_tokens"] = min(sent["max_tokens"], REPLAY_MAX_TOKENS)
-    sent.setdefault("temperature", 0)
     return sent
 
 
