@@ -33,6 +33,11 @@ def reason() -> str:
     return "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
 
 
+def stopped() -> bool:
+    """Whether SIGTERM or SIGHUP has come (Ctrl-C is not counted: asyncio handles it itself)."""
+    return bool(_received)
+
+
 def exit_status() -> int:
     """The exit status of a stopped bench: 128 + the signal's number."""
     return 128 + received()
@@ -50,11 +55,14 @@ def _forward(signum: int, frame: FrameType | None) -> None:
 @contextmanager
 def stop_like_ctrl_c() -> Iterator[None]:
     """SIGTERM and SIGHUP handled as SIGINT while in the block (from the main thread only, where
-    Python runs signal handlers; elsewhere the block changes nothing)."""
+    Python runs signal handlers; elsewhere the block changes nothing), unless bench started with
+    them ignored (``nohup`` ignores SIGHUP)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.signal(signum, _forward) for signum in FORWARDED}
+    # A signal ignored when bench started stays ignored: `nohup bench run ...` must outlive its terminal.
+    kept = [signum for signum in FORWARDED if signal.getsignal(signum) is not signal.SIG_IGN]
+    previous = {signum: signal.signal(signum, _forward) for signum in kept}
     _received.clear()
     try:
         yield

@@ -12,6 +12,7 @@ measured is filed, as for Ctrl-C: :mod:`bench.signals`). Tracebacks appear only 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -173,8 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             if args.debug:
                 raise
-            print(f"bench: {signals.reason()}", file=sys.stderr)  # a command that keeps nothing when stopped
+            with contextlib.suppress(OSError):  # a hangup may have taken the terminal with it
+                print(f"bench: {signals.reason()}", file=sys.stderr)  # a command that keeps nothing when stopped
             status = signals.INTERRUPTED
+        except OSError:
+            if not signals.stopped():
+                raise
+            status = signals.INTERRUPTED  # the terminal went with the hangup: what was measured is filed
         except BenchError as exc:
             if args.debug:
                 raise

@@ -167,8 +167,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
     if failed:
         raise EndpointError(f"{failed}; the result is marked untrusted")
     if not result.trusted:
-        reasons = "; ".join(f"{level.label}: {reason}" for level in result.levels for reason in level.untrusted_because)
-        raise UntrustedRun(f"the run is not trusted ({reasons}); the result is marked untrusted")
+        reasons = [f"{level.label}: {reason}" for level in result.levels for reason in level.untrusted_because]
+        more = f", and {len(reasons) - 1} more above" if len(reasons) > 1 else ""
+        raise UntrustedRun(f"the run is not trusted ({reasons[0]}{more}); the result is marked untrusted")
     return 0
 
 

@@ -24,7 +24,9 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from bench.codec import OMIT_IF_NONE
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -57,7 +59,9 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
     error: str | None = None  # error kind; None when the request succeeded
-    error_message: str | None = None  # what the server said of the error (HTTP body, error event), one line
+    # What the server said of the error (HTTP body, error event), one line; absent from the
+    # records of files written before bench kept it.
+    error_message: str | None = field(default=None, metadata=OMIT_IF_NONE)
     answer: str = ""  # the answer's text, kept only by multi-turn workloads
     session: int | None = None  # agent workload: session and turn of this request
     turn: int | None = None

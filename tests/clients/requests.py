@@ -22,7 +22,7 @@ from bench.measure.probe.clients import CLIENT_REQUESTS_DIR, CLIENT_TITLES
 from tests.fakes.agent_server import AgentServer
 
 PROJECT, HOME, OTHER = "/home/user/project", "/home/user", "/home/user/tmp"
-KERNEL = "6.8.0-generic"  # the recording machine's kernel release, as an Ubuntu 24.04 box has it
+KERNEL = "6.8.0-generic"  # a generic kernel release in place of the recording machine's
 
 
 def kept(server: AgentServer) -> list[dict[str, Any]]:
@@ -33,8 +33,8 @@ def kept(server: AgentServer) -> list[dict[str, Any]]:
 
 
 def as_users(value: Any, tmp_path: Path) -> Any:
-    """``value`` with the run's folders written as a user's, and the kernel release as an Ubuntu
-    24.04 box's (the clients put both in their system prompts)."""
+    """``value`` with the run's folders written as a user's, and a generic kernel release (the
+    clients put both in their system prompts)."""
     text = json.dumps(value)
     for folder, shown in ((tmp_path / "work", PROJECT), (tmp_path / "home", HOME), (tmp_path, OTHER)):
         text = text.replace(str(folder), shown)

@@ -22,6 +22,9 @@ It answers ``GET /v1/models`` (one model with ``max_model_len``) and
   ``finish_reason``, then the usage chunk, then ``[DONE]``);
 - ``stream_usage``: whether a stream ends with the usage chunk that ``stream_options``
   ``include_usage`` asks for; ``stream_done``: whether it ends with ``[DONE]``.
+- ``client_turn``: how an agent client's first turn is answered: ``call`` (its file-writing
+  tool), ``reasoning_cut`` (reasoning only, until the answer length runs out) or ``drop`` (the
+  connection closed without an answer, as a server that crashes on the request).
 
 The agent clients' requests (their own tools, no ``chat_template_kwargs``: thinking is on, as a
 Qwen3 template has it) get a call of the client's file-writing tool on the first turn (as
@@ -59,6 +62,7 @@ GOOD: dict[str, Any] = {
     "think_s": 0.0,
     "stream_usage": True,
     "stream_done": True,
+    "client_turn": "call",
 }
 ARGUMENTS = {
     "get_weather": {"city": "Paris"},
@@ -82,6 +86,8 @@ def _tool_message(behaviour: dict[str, Any], request: dict[str, Any], prompt: st
         arguments = dict(ARGUMENTS[name])
     elif any(message.get("role") == "tool" for message in request["messages"]):
         return _plain_message(behaviour, request)  # an agent client's next turn: the answer
+    elif behaviour["client_turn"] == "reasoning_cut":
+        return {"role": "assistant", "reasoning": "The user wants a file. " * 50, "content": None, "finish": "length"}
     else:  # an agent client's first turn: a call of its file-writing tool
         name, arguments = write_call(request["tools"], Path("/home/user/project")) or (name, {})
     if name == "create_ticket" and behaviour["args"] == "invalid":
@@ -159,6 +165,10 @@ class CapabilityServer(LoopbackServer):
             limit = behaviour["max_model_len"]
             message = f"This model's maximum context length is {limit} tokens."
             return (400 if mode == "400" else 500), {"error": {"message": message, "type": "BadRequestError"}}
+        client_tools = request.get("tools") and request["tools"][0]["function"]["name"] not in ARGUMENTS
+        answered = any(message.get("role") == "tool" for message in request["messages"])
+        if client_tools and not answered and behaviour["client_turn"] == "drop":
+            return 0, {}  # no answer: the handler closes the connection
         message = (
             _tool_message(behaviour, request, prompt) if request.get("tools") else _plain_message(behaviour, request)
         )
@@ -185,6 +195,9 @@ class CapabilityServer(LoopbackServer):
                 headers = {name.lower(): value for name, value in self.headers.items()}
                 body = self.rfile.read(length)
                 status, document = fake.answer(self.path, headers, body)
+                if status == 0:
+                    self.close_connection = True
+                    return
                 if status == 200 and self.path == "/v1/chat/completions" and json.loads(body).get("stream"):
                     # The probe closes a stream once it has its first answer token.
                     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
@@ -214,7 +227,7 @@ class CapabilityServer(LoopbackServer):
                 for index, call in enumerate(message.get("tool_calls") or []):
                     delta = {"tool_calls": [{**call, "index": index}]}
                     chunks.append({"choices": [{"index": 0, "delta": delta}]})
-                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                finish = message.get("finish") or ("tool_calls" if message.get("tool_calls") else "stop")
                 chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
                 if (request.get("stream_options") or {}).get("include_usage") and fake.behaviour["stream_usage"]:
                     chunks.append({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3}})

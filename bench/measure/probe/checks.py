@@ -172,11 +172,6 @@ async def _one(probe: Probe, name: str) -> CheckResult:
     return CheckResult(name, bool(passed), detail, expected_failure=expected, ran=passed is not None)
 
 
-async def _client(probe: Probe, name: str) -> CheckResult:
-    passed, detail, expected = await replay_client(probe, client_requests()[name])
-    return CheckResult(name, passed, detail, expected_failure=expected)
-
-
 async def run_probe(
     target: Target, expected: Expectations, names: Sequence[str], timeout_s: float, clients: Sequence[str] = ()
 ) -> ProbeResult:
@@ -189,8 +184,9 @@ async def run_probe(
         probe = Probe(client.http, model, served_context, expected, timeout_s)
         checks = [await _one(probe, name) for name in CHECKS if name in names]
         on, off = await time_to_first_answer(probe, thinking=True), await time_to_first_answer(probe, thinking=False)
-        replayed = [await _client(probe, name) for name in CLIENT_TITLES if name in clients] if clients else None
-    return ProbeResult(target.tag, started, target.base_url, model, checks, on, off, replayed)
+        recorded = client_requests()
+        replayed = [await replay_client(probe, recorded[name]) for name in CLIENT_TITLES if name in clients]
+    return ProbeResult(target.tag, started, target.base_url, model, checks, on, off, replayed if clients else None)
 
 
 async def time_to_first_answer(probe: Probe, *, thinking: bool) -> float | None:

@@ -29,8 +29,9 @@ from typing import Any
 
 import httpx
 
-from bench.errors import EndpointAuthError, EndpointUnreachable
+from bench.errors import EndpointAuthError
 from bench.measure.probe.http import THINK_TAG, CheckFailed, Outcome, Probe, error_message, snippet
+from bench.measure.probe.result import CheckResult
 
 CLIENT_REQUESTS_DIR = Path(__file__).with_name("client_requests")
 CLIENT_TITLES = {"opencode": "OpenCode", "continue": "Continue", "aider": "Aider", "hermes": "Hermes Agent"}
@@ -46,6 +47,11 @@ class ReplayFailed(CheckFailed):
     def __init__(self, detail: str, capability: str = "") -> None:
         super().__init__(detail)
         self.capability = capability
+
+
+class ReplayInconclusive(CheckFailed):
+    """A replayed request whose answer neither serves the client nor fails it: the replay's answer
+    length ran out before the model got past its reasoning."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +117,13 @@ class Streamed:
         self.content += str(delta.get("content") or "")
         self.reasoning += str(delta.get("reasoning") or delta.get("reasoning_content") or "")
         for call in delta.get("tool_calls") or []:
-            index = call.get("index")
-            entry = self.calls.setdefault(index if isinstance(index, int) else len(self.calls), ["", ""])
             function = call.get("function") or {}
-            entry[0] += str(function.get("name") or "")
+            index = call.get("index")
+            if not isinstance(index, int):  # no index: a new call when it says its id or name, else the last one
+                starts = call.get("id") or function.get("name") or not self.calls
+                index = len(self.calls) if starts else max(self.calls)
+            entry = self.calls.setdefault(index, ["", ""])
+            entry[0] = entry[0] or str(function.get("name") or "")  # some servers repeat the name in each delta
             entry[1] += str(function.get("arguments") or "")
 
 
@@ -146,8 +155,8 @@ async def _streamed(probe: Probe, body: dict[str, Any]) -> Streamed:
         raise ReplayFailed(f"no whole answer within {probe.timeout_s:g} s") from exc
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
         raise ReplayFailed(f"the stream broke off: {exc}") from exc
-    except httpx.TransportError as exc:
-        raise EndpointUnreachable(f"POST {probe.http.base_url}/chat/completions failed: {exc}") from exc
+    except httpx.TransportError as exc:  # the server went away on this client's request: the others may still run
+        raise ReplayFailed(f"POST {probe.http.base_url}/chat/completions failed: {exc}") from exc
     return answer
 
 
@@ -164,6 +173,11 @@ def _called(answer: Streamed, body: dict[str, Any]) -> str:
     offered = {str(tool.get("function", {}).get("name")) for tool in body.get("tools") or []}
     if any(mark in answer.content for mark in TOOL_MARKUP):
         raise ReplayFailed(f"a tool call written into content: {snippet(answer.content)}", "tool_call_single")
+    if not answer.calls and answer.finish == "length" and answer.reasoning and not answer.content.strip():
+        raise ReplayInconclusive(
+            f"the replay's {REPLAY_MAX_TOKENS} tokens ran out while the model was still reasoning "
+            f"({snippet(answer.reasoning, 40)})"
+        )
     if not answer.calls:
         ran_out = ": the answer length or the context ran out" if answer.finish == "length" else ""
         why = f"finish_reason {answer.finish}{ran_out}"
@@ -209,13 +223,17 @@ async def replay(probe: Probe, recorded: ClientRequests) -> Outcome:
     return True, f"{recorded.title} {recorded.version}: " + "; then ".join(said)
 
 
-async def replay_client(probe: Probe, recorded: ClientRequests) -> tuple[bool, str, bool]:
-    """Passed, the detail line, and whether the deployment explains a failure (it lacks the
-    capability the failed request needs: tool calls or separated reasoning)."""
+async def replay_client(probe: Probe, recorded: ClientRequests) -> CheckResult:
+    """One client's requests replayed, as a probe check: passed, failed (expected when the
+    deployment lacks the capability the failed request needs: tool calls or separated
+    reasoning), or not run when the answer was cut off before it said anything either way."""
+    name, shown = recorded.client, f"{recorded.title} {recorded.version}"
     try:
-        passed, detail = await replay(probe, recorded)
+        _, detail = await replay(probe, recorded)
+    except ReplayInconclusive as cut:
+        return CheckResult(name, False, f"{shown}: {cut}", expected_failure=False, ran=False)
     except ReplayFailed as failed:
         reason = probe.expected.absent.get(failed.capability) if failed.capability else None
-        detail = f"{recorded.title} {recorded.version}: {failed}"
-        return False, detail + (f" (expected: {reason})" if reason else ""), reason is not None
-    return bool(passed), detail, False
+        detail = f"{shown}: {failed}" + (f" (expected: {reason})" if reason else "")
+        return CheckResult(name, False, detail, expected_failure=reason is not None)
+    return CheckResult(name, True, detail, expected_failure=False)

@@ -5,8 +5,8 @@ Prompts are built from common English words that nearly every tokenizer maps to 
 ``overhead`` (chat template, salt, instruction) that two calibration requests measure against
 the server's own usage counts. Every request starts with the run's salt, then its own index:
 the requests of one run share the chat template and the salt's eight words, so a prefix cache
-can serve no more than that of a prompt, and two runs, whose salts differ, share the chat
-template alone.
+can serve no more than that of a prompt (the agent workload adds a system prompt its sessions
+share on purpose), and two runs, whose salts differ, share the chat template alone.
 """
 
 from __future__ import annotations

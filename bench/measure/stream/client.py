@@ -69,8 +69,9 @@ def _connect_failure(exc: Exception) -> str:
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return f"{exc.host}: the name does not resolve"
     if isinstance(exc, aiohttp.ClientConnectorError):
-        reason = exc.os_error.strerror or _one_line(exc.os_error)
-        return f"{exc.host}:{exc.port}: {reason[:1].lower()}{reason[1:]}"
+        reason = exc.os_error.strerror
+        shown = f"{reason[:1].lower()}{reason[1:]}" if reason else _one_line(exc.os_error)
+        return f"{exc.host}:{exc.port}: {shown}"
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return "no connection within 10 s"
     return _one_line(exc)

@@ -33,13 +33,15 @@ WORKLOADS = {
 CALIBRATION = 2  # the two one-token requests every run sends first
 
 
-def _start(command: list[str], sigint: signal.Handlers = signal.SIG_DFL) -> subprocess.Popen[str]:
+def _start(
+    command: list[str], sigint: signal.Handlers = signal.SIG_DFL, sighup: signal.Handlers = signal.SIG_DFL
+) -> subprocess.Popen[str]:
     """bench as a user starts it: Ctrl-C handled (SIG_DFL: Python turns it into KeyboardInterrupt),
-    or ignored as in a background job of a script (SIG_IGN)."""
+    or ignored as in a background job of a script (SIG_IGN); SIGHUP ignored under nohup."""
     # Set in a process that then becomes bench (exec keeps an ignored signal ignored, a default default).
     launcher = (
         f"import os, signal, sys; signal.signal(signal.SIGINT, signal.{sigint.name}); "
-        "os.execv(sys.argv[1], sys.argv[1:])"
+        f"signal.signal(signal.SIGHUP, signal.{sighup.name}); os.execv(sys.argv[1], sys.argv[1:])"
     )
     return subprocess.Popen(
         [sys.executable, "-c", launcher, str(BIN / "bench"), *command],
@@ -107,6 +109,24 @@ def test_sigterm_stops_a_run_whose_ctrl_c_is_ignored(tmp_path: Path) -> None:
     the partial result."""
     status, out, err = _stop_run(tmp_path, "sweep", signal.SIGTERM, sigint=signal.SIG_IGN)
     assert status == 143, out + err
+    _assert_partial(tmp_path, out, err, "stopped by SIGTERM")
+
+
+def test_under_nohup_a_hangup_leaves_the_run_going(tmp_path: Path) -> None:
+    """Started with SIGHUP ignored (nohup), bench keeps it ignored: the run goes on after a hangup
+    (more answers come), and SIGTERM still stops it with its partial file."""
+    server = Scripted(tmp_path, **SLOW)
+    try:
+        process = _start(run_args(server, tmp_path, "single", "--requests", "40"), sighup=signal.SIG_IGN)
+        _when(lambda: _answered(server) >= CALIBRATION + 2, process, "two answers after calibration")
+        process.send_signal(signal.SIGHUP)
+        answered = _answered(server)
+        _when(lambda: _answered(server) >= answered + 2, process, "two more answers after the hangup")
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        server.close()
+    assert process.returncode == 143, out + err
     _assert_partial(tmp_path, out, err, "stopped by SIGTERM")
 
 

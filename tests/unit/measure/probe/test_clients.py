@@ -205,3 +205,58 @@ def test_a_broken_stream_is_named(line: str, detail: str) -> None:
     with pytest.raises(ReplayFailed) as failed:
         _fed(line)
     assert str(failed.value) == detail
+
+
+def test_an_answer_cut_off_while_reasoning_is_not_known_either_way() -> None:
+    """Reasoning until the replay's answer length ran out, no call yet: not run, not a failure."""
+    results, _ = _clients(client_turn="reasoning_cut")
+    for name in TOOL_USERS:
+        assert (results[name].ran, results[name].verdict) == (False, "not run"), results[name]
+        assert "tokens ran out while the model was still reasoning" in results[name].detail
+    assert results["aider"].passed
+
+
+def test_a_server_that_drops_a_client_fails_that_client_and_the_probe_goes_on() -> None:
+    """No answer at all to the tool users' first turn (the connection closed): each fails, named,
+    and Aider's replay still runs after them."""
+    results, _ = _clients(client_turn="drop")
+    for name in TOOL_USERS:
+        assert not results[name].passed
+        assert "turn 1: the stream broke off" in results[name].detail, results[name].detail
+    assert results["aider"].passed
+
+
+def test_tool_call_deltas_without_an_index_or_with_the_name_repeated() -> None:
+    """Some servers repeat the name in every delta, or leave out the index: one call all the same."""
+    repeated = _fed(
+        *[
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "write", "arguments": part}}]}}]}
+            for part in ('{"a"', ": 1}")
+        ]
+    )
+    assert repeated.calls == {0: ["write", '{"a": 1}']}
+    unindexed = _fed(
+        {"choices": [{"delta": {"tool_calls": [{"id": "c1", "function": {"name": "read", "arguments": "{"}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"function": {"arguments": "}"}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"id": "c2", "function": {"name": "write", "arguments": "{}"}}]}}]},
+    )
+    assert unindexed.calls == {0: ["read", "{}"], 1: ["write", "{}"]}
+
+
+def test_cli_a_named_client_the_deployment_cannot_serve_exits_5(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Named with --clients, a client fails the probe even where the deployment explains it (no
+    tool-call parser): the client cannot use this deployment."""
+    deployment = tmp_path / "deployment.json"
+    args = ["--served-model-name", "capable", "--max-model-len", "2048"]
+    deployment.write_text(json.dumps(deployments.record(served_model_name="capable", args=args)))
+    server = CapabilityServer(tools="400")
+    try:
+        flags = ["--deployment", str(deployment), "--only", "thinking_off_answers", "--clients", "aider", "hermes"]
+        assert _cli(server, tmp_path, *flags) == 5
+    finally:
+        server.stop()
+    captured = capsys.readouterr()
+    assert "served correctly: Aider; not: Hermes Agent" in captured.out
+    assert captured.err.strip().endswith("not served as they ask: Hermes Agent (--clients)")

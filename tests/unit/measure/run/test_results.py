@@ -4,17 +4,21 @@ with an error that names the file."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench.cli.schemas import REGENERATE
 from bench.errors import BenchError, ResultFileError
-from bench.measure.run.results import RESULT_FILE
+from bench.measure.run.results import RESULT_FILE, decode_events, records_by_level
 from tests.helpers import REPO
 from tests.result_files import check_results_under
+from tests.synthetic_runs import Shape, make_run
 
 
 def test_the_committed_schema_is_the_generated_one() -> None:
@@ -77,3 +81,16 @@ def test_the_result_file_check_finds_a_file_that_breaks_the_schema(tmp_path: Pat
         check_results_under(tmp_path)
     broken.unlink()  # so this test's own check passes
     assert check_results_under(tmp_path) == 0
+
+
+def test_requests_filed_before_bench_kept_the_servers_message_read_back() -> None:
+    """Files written before RequestRecord had ``error_message`` hold records without the key:
+    they read back (bench compare and bench report read every request), the message None."""
+    run = make_run("t", [Shape(ttft_ms=100.0, tpot_ms=20.0, requests=4)], seed=1)
+    entries = decode_events(run.requests_events_gzip_b64)
+    assert all("error_message" in entry for entry in entries)
+    older = [{key: value for key, value in entry.items() if key != "error_message"} for entry in entries]
+    blob = base64.b64encode(gzip.compress("\n".join(map(json.dumps, older)).encode())).decode()
+    (records,) = records_by_level(replace(run, requests_events_gzip_b64=blob))
+    assert [record.index for record in records] == [0, 1, 2, 3]
+    assert {record.error_message for record in records} == {None}

@@ -97,7 +97,7 @@ def test_a_live_stall_is_untrusted_in_the_table_and_the_exit_status(
     captured = capsys.readouterr()
     (path,) = result_files(tmp_path)
     (level,) = load_result(path)["levels"]
-    assert 2600.0 <= level["stall_max_ms"] < 2600.0 + 400.0
+    assert 2600.0 <= level["stall_max_ms"] < 10_000.0  # the scheduled 2.6 s, and whatever the load adds
     (reason,) = level["untrusted_because"]
     assert reason.startswith("2 of 7 requests stalled: up to 2,")
     header, rows = read_table(captured.out)
