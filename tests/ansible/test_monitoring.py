@@ -15,6 +15,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -317,6 +318,20 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         engine.close()
 
 
+def _ready(url: str) -> int:
+    """The status of Prometheus' /-/ready once it stops answering 503 (it listens before its
+    storage is open; on a busy machine that takes seconds), within 60 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=10) as ready:
+                return int(ready.status)
+        except urllib.error.HTTPError as error:
+            if error.code != 503 or time.monotonic() > deadline:
+                return error.code
+        time.sleep(0.2)
+
+
 def _targets(url: str) -> dict[str, dict[str, Any]]:
     """Each job's one target, as the verify module reads them once all were scraped anew."""
     result = TARGETS.wait({"url": url, "timeout_s": 60, "interval_s": 0.5})
@@ -328,8 +343,7 @@ def test_prometheus_scrapes_the_engine_with_the_key_from_the_credentials_file(li
     """Prometheus is ready; every target is up: the engine's /metrics, reached with Bearer <the key>
     read from the file (its trailing newline dropped), its health probe through the real blackbox
     exporter, the real node exporter, Prometheus itself."""
-    with urllib.request.urlopen(f"{live['url']}/-/ready", timeout=10) as ready:
-        assert ready.status == 200
+    assert _ready(live["url"]) == 200
     targets = _targets(live["url"])
     assert set(targets) == {"prometheus", "node", "engine", "engine_health"}
     assert {job: target["health"] for job, target in targets.items()} == dict.fromkeys(targets, "up"), targets

@@ -7,6 +7,8 @@ once with the files ``bench clients`` writes, the task of :mod:`tests.fakes.agen
 its chat requests kept: those that offer tools (the first turn and the turn carrying the tool's
 result; OpenCode's request for a session title is left out), or all of them for a client that
 offers none (Aider). The folders of the run are written as a user's (``/home/user/project``).
+Record on a machine with the whole test rig: Hermes Agent offers its browser tools only where
+Chromium is installed (``scripts/testrig browser``), and the comparison counts every tool.
 """
 
 from __future__ import annotations
