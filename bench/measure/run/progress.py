@@ -70,9 +70,7 @@ def _p(summary: Summary | None, digits: int = 1) -> str:
 
 
 SUMMARY_COLUMNS = ("level", "in", "ok", "TTFT", "TPOT", "tok/s", "out tok/s", "stall", "trusted")
-SUMMARY_CAPTION = (
-    "times in ms; TTFT, TPOT, tok/s: medians of one stream; out tok/s: all streams; stall: the longest gap"
-)
+SUMMARY_CAPTION = "times in ms; TTFT, TPOT, tok/s: per-stream medians; stall: longest gap"
 
 
 def summary_row(level: LevelResult) -> tuple[str, ...]:
