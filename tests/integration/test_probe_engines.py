@@ -25,7 +25,7 @@ from bench.measure.probe.expect import TOOL_CHECKS
 from bench.measure.probe.result import latest_probe
 from tests import deployments
 from tests.helpers import BIN, REPO
-from tests.integration.test_real_engines import KEY, Server
+from tests.integration.test_real_engines import KEY, Server, start_llamacpp
 
 pytestmark = pytest.mark.integration
 
@@ -156,3 +156,22 @@ def test_llamacpp_probe_fails_only_as_expected(llamacpp: Server, tmp_path: Path)
     for client in clients.values():
         assert (client.passed, client.expected_failure) == (False, False)
         assert re.search(r"HTTP 400: 'request \(\d+ tokens\) exceeds the available context size \(2048", client.detail)
+
+
+def test_llamacpp_serves_aiders_own_request_given_the_context(tmp_path: Path) -> None:
+    """Aider's recorded request (its system prompt, examples and the task: 2,674 tokens here) in a
+    slot of 2,816 tokens: llama.cpp serves it as Aider sends it (HTTP 200, a whole stream, an answer
+    without think tags, until the slot is full), so bench probe --clients aider exits 0."""
+    server = start_llamacpp(tmp_path / "llamacpp.log", slots=1, slot_tokens=2816)
+    try:
+        deployment = _deployment(server, tmp_path / "artifacts" / "box", "llamacpp", "--model")
+        done, results = _probe(deployment, tmp_path, "--only", "thinking_off_answers", "--clients", "aider")
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stdout + done.stderr
+    probe = latest_probe(results, "integration-probe")
+    assert probe is not None
+    (aider,) = probe.clients or []
+    assert aider.passed, aider
+    assert aider.detail.startswith("Aider 0.86.2: '")
+    assert "served correctly: Aider" in done.stdout

@@ -76,12 +76,13 @@ class Server:
             self.process.wait(timeout=10)
 
 
-def start_llamacpp(log: Path, slots: int = 2) -> Server:
-    """The launcher the llamacpp role installs, with llama-server's flags: ``slots`` slots of 2048
-    tokens, one thread (the server is pinned to one core), ChatML (the GGUF has no chat template)."""
+def start_llamacpp(log: Path, slots: int = 2, slot_tokens: int = 2048) -> Server:
+    """The launcher the llamacpp role installs, with llama-server's flags: ``slots`` slots of
+    ``slot_tokens`` tokens, one thread (the server is pinned to one core), ChatML (the GGUF has no
+    chat template)."""
     port = _free_port()
     command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", str(MODELS / GGUF)]
-    command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", str(2048 * slots)]
+    command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", str(slot_tokens * slots)]
     command += ["--parallel", str(slots)]
     command += ["--threads", "1", "--metrics", "--chat-template", "chatml"]
     env = dict(os.environ, LLAMA_API_KEY=KEY)
