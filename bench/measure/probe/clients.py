@@ -29,9 +29,10 @@ from typing import Any
 
 import httpx
 
-from bench.errors import EndpointAuthError
-from bench.measure.probe.http import THINK_TAG, CheckFailed, Outcome, Probe, error_message, snippet
+from bench.measure.probe.http import THINK_TAG, CheckFailed, Outcome, Probe, error_message, refuse_401, snippet
 from bench.measure.probe.result import CheckResult
+from bench.measure.probe.tools import call_arguments
+from bench.measure.stream.sse import one_line_message
 
 CLIENT_REQUESTS_DIR = Path(__file__).with_name("client_requests")
 CLIENT_TITLES = {"opencode": "OpenCode", "continue": "Continue", "aider": "Aider", "hermes": "Hermes Agent"}
@@ -140,15 +141,10 @@ async def _streamed(probe: Probe, body: dict[str, Any]) -> Streamed:
     try:
         async with asyncio.timeout(probe.timeout_s):
             async with probe.http.stream("POST", "/chat/completions", json=body) as response:
-                if response.status_code == 401:
-                    raise EndpointAuthError(f"{probe.http.base_url} answered 401: wrong or missing API key (--api-key)")
+                refuse_401(probe, response.status_code)
                 if response.status_code != 200:
                     text = (await response.aread()).decode(errors="replace")
-                    try:
-                        parsed = json.loads(text)
-                    except json.JSONDecodeError:
-                        parsed = None
-                    raise ReplayFailed(f"HTTP {response.status_code}: {snippet(error_message(parsed, text), 160)}")
+                    raise ReplayFailed(f"HTTP {response.status_code}: {snippet(one_line_message(text), 160)}")
                 async for line in response.aiter_lines():
                     answer.feed(line)
     except (TimeoutError, httpx.TimeoutException) as exc:
@@ -187,11 +183,9 @@ def _called(answer: Streamed, body: dict[str, Any]) -> str:
         if name not in offered:
             raise ReplayFailed(f"called {name!r}, which the client does not offer", "tool_call_single")
         try:
-            parsed = json.loads(arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise ReplayFailed(f"{name}: arguments are not JSON: {snippet(arguments)}", "tool_call_single") from exc
-        if not isinstance(parsed, dict):
-            raise ReplayFailed(f"{name}: arguments are not a JSON object: {snippet(arguments)}", "tool_call_single")
+            parsed = call_arguments(name, arguments or "{}")
+        except CheckFailed as wrong:
+            raise ReplayFailed(str(wrong), "tool_call_single") from wrong
         shown.append(f"{name}({','.join(parsed)})")
     return " ".join(shown)
 

@@ -25,7 +25,7 @@ from bench.measure.probe.expect import Expectations
 from bench.measure.stream.sse import error_message
 
 log = logging.getLogger(__name__)
-__all__ = ["THINK_TAG", "CheckFailed", "Outcome", "Probe", "error_message", "snippet"]
+__all__ = ["THINK_TAG", "CheckFailed", "Outcome", "Probe", "error_message", "refuse_401", "snippet"]
 
 Outcome = tuple[bool | None, str]
 THINK_TAG = re.compile(r"</?think>")
@@ -52,6 +52,12 @@ def snippet(text: object, limit: int = 60) -> str:
     return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")
 
 
+def refuse_401(probe: Probe, status: int) -> None:
+    """A 401 ends the probe: the key is wrong or missing (:class:`EndpointAuthError`)."""
+    if status == 401:
+        raise EndpointAuthError(f"{probe.http.base_url} answered 401: wrong or missing API key (--api-key)")
+
+
 async def post_chat(probe: Probe, body: JsonObject) -> tuple[int, Any, str]:
     """POST one chat completion (temperature 0, not streamed): status, parsed JSON (None when the
     body is not JSON) and the body's text; :class:`CheckFailed` when no answer came in time."""
@@ -64,8 +70,7 @@ async def post_chat(probe: Probe, body: JsonObject) -> tuple[int, Any, str]:
     except httpx.TransportError as exc:
         raise EndpointUnreachable(f"POST {probe.http.base_url}/chat/completions failed: {exc}") from exc
     log.debug("probe request: HTTP %s: %s", response.status_code, response.text[:300])
-    if response.status_code == 401:
-        raise EndpointAuthError(f"{probe.http.base_url} answered 401: wrong or missing API key (--api-key)")
+    refuse_401(probe, response.status_code)
     try:
         parsed = response.json()
     except json.JSONDecodeError:

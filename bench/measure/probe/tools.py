@@ -71,15 +71,21 @@ async def _calls(probe: Probe, tool: JsonObject, prompt: str, tool_choice: str =
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
             raise CheckFailed(f"a tool call without a function: {snippet(call)}")
-        name, raw = str(function.get("name")), function.get("arguments")
-        try:
-            arguments = json.loads(raw) if isinstance(raw, str) else raw
-        except json.JSONDecodeError as exc:
-            raise CheckFailed(f"{name}: arguments are not JSON: {snippet(raw)}") from exc
-        if not isinstance(arguments, dict):
-            raise CheckFailed(f"{name}: arguments are not a JSON object: {snippet(raw)}")
-        found.append((name, arguments))
+        name = str(function.get("name"))
+        found.append((name, call_arguments(name, function.get("arguments"))))
     return found
+
+
+def call_arguments(name: str, raw: object) -> dict[str, Any]:
+    """The arguments of a call of tool ``name`` (a JSON string, or already an object), which must
+    be a JSON object; :class:`CheckFailed` saying what came instead."""
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError as exc:
+        raise CheckFailed(f"{name}: arguments are not JSON: {snippet(raw)}") from exc
+    if not isinstance(arguments, dict):
+        raise CheckFailed(f"{name}: arguments are not a JSON object: {snippet(raw)}")
+    return arguments
 
 
 def _shown(calls: list[tuple[str, Any]]) -> str:
