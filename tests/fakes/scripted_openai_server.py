@@ -23,11 +23,12 @@ scenario, so the harness's metrics can be checked against ground truth:
   so, as llama.cpp does: the client's next request on it finds it closed);
 - ``stall_after`` and ``stall_ms``: the event after the first ``stall_after`` comes ``stall_ms``
   later than its schedule (a decode hiccup; per request through ``requests``);
-- load: each gap between events grows by ``itl_ms_per_other_stream`` for every other answer
-  streaming at that moment and by ``itl_ms_per_prompt_token`` per prompt token, so per-stream
-  decode speed falls with concurrency and context in a known way; with ``slots`` at most that
-  many answers stream at once and the rest wait for a free one (their TTFT grows), as
-  llama.cpp's slots do;
+- load: a gap between events is ``slow_itl_ms`` instead of ``itl_ms`` while more than
+  ``slow_above_streams`` answers stream at once, or when the prompt has more than
+  ``slow_above_prompt_tokens`` tokens (0: never), so per-stream decode speed falls past a known
+  concurrency or context, and by a step wide enough that a busy machine's late wake-ups cannot
+  move a level across it; with ``slots`` at most that many answers stream at once and the rest
+  wait for a free one (their TTFT grows), as llama.cpp's slots do;
 - ``requests``: per-request changes of the scenario, keyed by the arrival number of the chat
   completion (``"0"`` is the first, counting the two one-token calibration requests), e.g.
   ``{"4": {"status": 500}, "5": {"truncate_after": 2}, "6": {"itl_ms": 500}}``; any key of the
@@ -79,8 +80,9 @@ DEFAULTS: dict[str, Any] = {
     # Streams out of lockstep: stream k's schedule is delayed by (k mod stagger_slots) * stagger_step_ms.
     "stagger_slots": 0,
     "stagger_step_ms": 1.0,
-    "itl_ms_per_other_stream": 0.0,
-    "itl_ms_per_prompt_token": 0.0,
+    "slow_itl_ms": 0.0,
+    "slow_above_streams": 0,  # 0: never
+    "slow_above_prompt_tokens": 0,  # 0: never
     "slots": 0,  # 0: no limit
     "truncate_after": None,
     "malformed_after": None,
@@ -169,9 +171,11 @@ async def _stream(
 
 
 def _gap_ns(scenario: dict[str, Any], event: int, prompt_tokens: int) -> int:
-    """The gap before token event ``event`` (not the first): the scripted ITL, the load, a stall."""
-    load = scenario["itl_ms_per_other_stream"] * (ACTIVE[0] - 1)
-    gap_ms = scenario["itl_ms"] + load + scenario["itl_ms_per_prompt_token"] * prompt_tokens
+    """The gap before token event ``event`` (not the first): the scripted ITL or, under the load
+    that slows it, ``slow_itl_ms``; plus a stall."""
+    streams, long_prompt = scenario["slow_above_streams"], scenario["slow_above_prompt_tokens"]
+    slow = (streams and ACTIVE[0] > streams) or (long_prompt and prompt_tokens > long_prompt)
+    gap_ms = scenario["slow_itl_ms"] if slow else scenario["itl_ms"]
     return int((gap_ms + (scenario["stall_ms"] if event == scenario["stall_after"] else 0.0)) * 1e6)
 
 
