@@ -33,7 +33,7 @@ VALIDATOR = jsonschema.Draft202012Validator(
     json.loads(capacity_results.CAPACITY_FILE.schema_file.read_text(encoding="utf-8"))
 )
 MIN_DECODE = 50.0  # tok/s: a gap of 20 ms
-FAST = {"itl_ms": 10.0, "slow_itl_ms": 30.0}  # 100 tok/s, then 33.3 tok/s
+FAST_MS, SLOW_MS = 10.0, 30.0  # one stream's gap: 100 tok/s, then 33.3 tok/s
 CONTEXT_BOUNDARY = 5888  # the longest prompt that one stream decodes at 100 tok/s
 
 
@@ -66,7 +66,9 @@ def test_the_search_finds_exactly_the_users_the_fake_serves_at_the_speed(tmp_pat
     """Up to 6 streams at once decode at 100 tok/s, more at 33.3, so 6 users keep 50 tok/s. The
     search measures 1, 2, 4, 8, 6, 7 and answers 6 (7 failed on decode speed); the file validates
     and is the tag's latest."""
-    server = Scripted(tmp_path, ttft_ms=20.0, **FAST, slow_above_streams=6, max_model_len=16384)
+    server = Scripted(
+        tmp_path, ttft_ms=20.0, itl_ms=FAST_MS, slow_itl_ms=SLOW_MS, slow_above_streams=6, max_model_len=16384
+    )
     try:
         result, path = _capacity(server, tmp_path, context=False)
     finally:
@@ -93,7 +95,14 @@ def test_the_search_finds_the_longest_context_within_its_precision(tmp_path: Pat
     prompts up to 5,888 tokens keep 50 tok/s: the answer passed, is at most 5,888, and the first
     failure is above 5,888 and at most max(64, answer / 8) further; the search ran from
     --input-tokens up to the served context less the output."""
-    server = Scripted(tmp_path, ttft_ms=20.0, **FAST, slow_above_prompt_tokens=CONTEXT_BOUNDARY, max_model_len=16384)
+    server = Scripted(
+        tmp_path,
+        ttft_ms=20.0,
+        itl_ms=FAST_MS,
+        slow_itl_ms=SLOW_MS,
+        slow_above_prompt_tokens=CONTEXT_BOUNDARY,
+        max_model_len=16384,
+    )
     try:
         result, path = _capacity(server, tmp_path, max_concurrency=1)
     finally:
