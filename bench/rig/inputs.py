@@ -55,6 +55,7 @@ KNOB_PREFIXES = (
     "nvidia_driver_",
     "tls_",
     "backup_",
+    "gateway_",
 )
 # Facts that roles publish for later ones: they carry the prefix but are not knobs.
 # tests/unit/rig/test_specs.py checks this against every set_fact of the roles.

@@ -44,6 +44,7 @@ SECTIONS = {
     "security": "Security",
     "grafana": "Grafana",
     "backup": "Backups",
+    "gateway": "Gateway in front of several engine boxes",
 }
 LONG_MAPPING = 160  # a mapping default longer than this, written out, is summarised by its keys
 _MANAGED = re.compile(r"^Managed by llmrig[:.]\s*")

@@ -24,6 +24,7 @@ CEILINGS = {
         "ollama.service": 1.4,
         "open-webui.service": 1.3,
         "llmrig-watchdog.service": 1.5,
+        "llmrig-router.service": 1.4,
     },
     "cuda": {
         "vllm.service": 1.5,
@@ -31,6 +32,7 @@ CEILINGS = {
         "ollama.service": 1.6,
         "open-webui.service": 1.3,
         "llmrig-watchdog.service": 1.5,
+        "llmrig-router.service": 1.4,
     },
 }
 ENGINE_UNITS = ("vllm.service", "llamacpp.service", "ollama.service")

@@ -54,9 +54,11 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float, 
 
 
 class Server:
-    """A real engine process pinned to core 1, stopped at the end of the session."""
+    """A real engine process pinned to ``core`` (1 unless said), stopped at the end of the session."""
 
-    def __init__(self, command: list[str], env: dict[str, str], log: Path, port: int, timeout_s: float) -> None:
+    def __init__(
+        self, command: list[str], env: dict[str, str], log: Path, port: int, timeout_s: float, *, core: int = 1
+    ) -> None:
         for path in command:
             if path.startswith(str(RIG)):
                 assert Path(path).exists(), f"{path} missing: run scripts/testrig all (scripts/test does)"
@@ -64,7 +66,7 @@ class Server:
         self.command = command
         self.base_url = f"http://127.0.0.1:{port}/v1"
         with log.open("wb") as sink:
-            self.process = subprocess.Popen(["taskset", "-c", "1", *command], env=env, stdout=sink, stderr=sink)
+            self.process = subprocess.Popen(["taskset", "-c", str(core), *command], env=env, stdout=sink, stderr=sink)
         _wait_healthy(f"http://127.0.0.1:{port}/health", self.process, timeout_s, log)
 
     def stop(self) -> None:
@@ -76,17 +78,19 @@ class Server:
             self.process.wait(timeout=10)
 
 
-def start_llamacpp(log: Path, slots: int = 2, slot_tokens: int = 2048) -> Server:
+def start_llamacpp(
+    log: Path, slots: int = 2, slot_tokens: int = 2048, *, port: int | None = None, core: int = 1
+) -> Server:
     """The launcher the llamacpp role installs, with llama-server's flags: ``slots`` slots of
     ``slot_tokens`` tokens, one thread (the server is pinned to one core), ChatML (the GGUF has no
-    chat template)."""
-    port = _free_port()
+    chat template); on ``port`` (a free one unless said) and ``core``."""
+    port = port or _free_port()
     command = [str(RIG / "llamacpp" / "bin" / "python"), str(LLAMACPP_LAUNCHER), "--model", str(MODELS / GGUF)]
     command += ["--port", str(port), "--alias", "gemma3-270m", "--ctx-size", str(slot_tokens * slots)]
     command += ["--parallel", str(slots)]
     command += ["--threads", "1", "--metrics", "--chat-template", "chatml"]
     env = dict(os.environ, LLAMA_API_KEY=KEY)
-    return Server(command, env, log, port, 120)
+    return Server(command, env, log, port, 120, core=core)
 
 
 def test_llamacpp_launcher_refuses_flags_it_cannot_honour(tmp_path: Path) -> None:

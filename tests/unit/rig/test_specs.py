@@ -46,6 +46,7 @@ _PREFIXES = (
     "inference",
     "tls",
     "backup",
+    "gateway",
 )
 KNOB_SHAPE = re.compile(rf"^({'|'.join(_PREFIXES)})(_|$)")
 # The order roles run in site.yml; the engine roles share a stage (engine includes one of them).
@@ -62,6 +63,7 @@ STAGE = {
     "monitoring": 9,
     "grafana": 10,
     "backup": 11,
+    "gateway": 12,
 }
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 
@@ -164,6 +166,7 @@ def test_preflight_merges_the_specs_of_every_role_that_types_a_knob() -> None:
         "backup",
         "engine",
         "firewall",
+        "gateway",
         "grafana",
         "llamacpp",
         "monitoring",

@@ -1,0 +1,221 @@
+"""The gateway (roles/gateway): the real vLLM Router, started with the command line the role
+renders through real Ansible, in front of two real llama.cpp servers that stand for two engine
+boxes. Box A runs on core 0 (with bench and the router, which mostly wait), box B on core 1, so
+two boxes have twice the compute of one, as two machines do.
+
+What is proven here, on loopback: bench through the gateway at 1 and 4 streams; 4 streams over
+both boxes give more output than box A alone in the same test; a conversation's turns land on
+one box (the router's own per-backend request counter, read around each request); a box killed
+in the middle of a run fails only the requests it had in flight, is out of rotation within the
+time the role states and back after its restart. What only two real boxes show (a LAN between
+them, each box's firewall and API proxy): docs/gateway.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import BIN, REPO, playbook_dump
+from tests.integration.test_real_engines import KEY, Server, _free_port, start_llamacpp
+from tests.result_files import load_result
+
+pytestmark = pytest.mark.integration
+ROUTER = REPO / "build" / "testrig" / "router" / "bin" / "vllm-router"
+PROCESSED = re.compile(r'^vllm_router_processed_requests_total\{worker="([^"]+)"\} (\d+)', re.MULTILINE)
+
+
+@dataclass
+class Group:
+    """Two boxes (A on core 0, B on core 1) behind the router; ``out_of_rotation_s`` as the role states it."""
+
+    boxes: dict[str, Server]
+    ports: dict[str, int]
+    router: subprocess.Popen[bytes]
+    url: str
+    metrics_url: str
+    out_of_rotation_s: int
+    back_in_rotation_s: int
+    folder: Path
+
+    def box_url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+    def processed(self) -> dict[str, int]:
+        """The router's count of requests each box served, by box name."""
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            text = response.read().decode()
+        by_url = {url: int(count) for url, count in PROCESSED.findall(text)}
+        return {name: by_url.get(self.box_url(name), 0) for name in self.ports}
+
+    def healthy(self) -> dict[str, bool]:
+        """The router's view of each box, from its /workers."""
+        with urllib.request.urlopen(f"{self.url}/workers", timeout=5) as response:
+            workers = json.load(response)["workers"]
+        by_url = {worker["url"]: worker["is_healthy"] for worker in workers}
+        return {name: by_url[self.box_url(name)] for name in self.ports}
+
+
+def _render(tmp_path: Path, backends: list[str], port: int, metrics_port: int) -> dict[str, Any]:
+    knobs = {"gateway_backends": backends, "gateway_port": port, "gateway_metrics_port": metrics_port}
+    return playbook_dump("tests/ansible/render_gateway_args.yml", "args_dump", knobs, tmp_path=tmp_path)
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> float:
+    """Seconds until ``condition`` held, polled every 0.2 s; fails after ``timeout_s``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        try:
+            if condition():
+                return time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout_s} s")
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Group]:
+    folder = tmp_path_factory.mktemp("gateway")
+    ports = {"A": _free_port(), "B": _free_port()}
+    boxes = {
+        "A": start_llamacpp(folder / "A.log", port=ports["A"], core=0),
+        "B": start_llamacpp(folder / "B.log", port=ports["B"], core=1),
+    }
+    port, metrics_port = _free_port(), _free_port()
+    rendered = _render(folder, [f"http://127.0.0.1:{ports[name]}" for name in ("A", "B")], port, metrics_port)
+    args: list[str] = rendered["args"]
+    interval = int(args[args.index("--health-check-interval-secs") + 1])
+    successes = int(args[args.index("--health-success-threshold") + 1])
+    assert ROUTER.exists(), f"{ROUTER} missing: run scripts/testrig router (scripts/test does)"
+    with (folder / "router.log").open("wb") as sink:
+        router = subprocess.Popen(["taskset", "-c", "0", str(ROUTER), *args], stdout=sink, stderr=sink)
+    group = Group(
+        boxes, ports, router, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics",
+        rendered["out_of_rotation_s"], interval * successes, folder,
+    )  # fmt: skip
+    try:
+        _wait(lambda: all(group.healthy().values()), 30, "the router up with both boxes healthy")
+        yield group
+    finally:
+        router.terminate()
+        router.wait(timeout=10)
+        for box in group.boxes.values():
+            box.stop()
+
+
+def _bench(base_url: str, results: Path, *args: str, ok: tuple[int, ...] = (0,)) -> dict[str, Any]:
+    """`bench run sweep` pinned to core 0, as a user runs it; the result document."""
+    command = ["taskset", "-c", "0", str(BIN / "bench"), "run", "sweep", *args, "--base-url", f"{base_url}/v1"]
+    command += ["--api-key", KEY, "--tag", "gateway", "--results-dir", str(results)]
+    command += ["--input-tokens", "64", "--output-tokens", "32"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
+    assert done.returncode in ok, done.stdout + done.stderr
+    (path,) = (results / "gateway").glob("*.json")
+    return load_result(path)
+
+
+def _chat(url: str, messages: list[dict[str, str]]) -> str:
+    body = {"model": "gemma3-270m", "messages": messages, "max_tokens": 8, "temperature": 0}
+    request = urllib.request.Request(
+        f"{url}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer: str = json.load(response)["choices"][0]["message"]["content"]
+        return answer
+
+
+def _served_by(group: Group, send: Callable[[], object]) -> str:
+    """The box that served the one request ``send`` makes (nothing else runs meanwhile)."""
+    before = group.processed()
+    send()
+    after = group.processed()
+    (box,) = [name for name in after if after[name] > before[name]]
+    return box
+
+
+def test_four_streams_over_two_boxes_give_more_than_one_box(group: Group, tmp_path: Path) -> None:
+    """bench through the gateway at 1 and 4 streams completes without errors; at 4 streams the
+    two boxes (two cores) give at least 1.3x the output of box A alone (about 2x is expected:
+    the ratio needs neither a quiet machine nor a tight bound), and both boxes served."""
+    alone = _bench(group.box_url("A"), tmp_path / "alone", "--concurrency", "4", "--requests", "16")
+    before = group.processed()
+    through = _bench(group.url, tmp_path / "gateway", "--concurrency", "1", "4", "--requests", "16")
+    after = group.processed()
+    for level in [*alone["levels"], *through["levels"]]:
+        assert level["requests"]["errored"] == 0
+    one_box = alone["levels"][0]["throughput"]["output_tps"]
+    two_boxes = through["levels"][1]["throughput"]["output_tps"]
+    print(f"output at 4 streams: box A alone {one_box:.1f} tok/s, both boxes {two_boxes:.1f} tok/s")
+    print(f"served: {before} -> {after}")
+    assert two_boxes > 1.3 * one_box
+    assert all(after[name] > before[name] for name in after), (before, after)
+
+
+def test_a_conversations_turns_land_on_one_box(group: Group) -> None:
+    """Four conversations of three turns each, every turn resending the history as agents do:
+    the router sends every turn of a conversation to the box that served its first (its prefix
+    is cached there)."""
+    boxes: dict[str, list[str]] = {}
+    for topic in ("volcanoes", "sailing ships", "bread baking", "chess openings"):
+        history = [{"role": "user", "content": f"{topic}: tell me one fact about {topic}."}]
+        for turn in range(3):
+            answer: list[str] = []
+            box = _served_by(group, lambda: answer.append(_chat(group.url, history)))  # noqa: B023
+            boxes.setdefault(topic, []).append(box)
+            history += [
+                {"role": "assistant", "content": answer[0]},
+                {"role": "user", "content": f"And fact {turn + 2}?"},
+            ]
+    assert all(len(set(turns)) == 1 for turns in boxes.values()), boxes
+
+
+def test_a_box_killed_mid_run_fails_only_its_requests_in_flight(group: Group, tmp_path: Path) -> None:
+    """Box B is killed while bench runs 40 requests at 4 streams through the gateway: the run
+    goes on, at most the 4 requests in flight fail (bench names them) and the rest succeed; the
+    router takes B out within the time the role states and puts it back within its success
+    threshold's checks after B restarts, and new requests then reach B again."""
+    results = tmp_path / "results"
+    command = ["taskset", "-c", "0", str(BIN / "bench"), "run", "sweep", "--concurrency", "4", "--requests", "40"]
+    command += ["--base-url", f"{group.url}/v1", "--api-key", KEY, "--tag", "gateway", "--results-dir", str(results)]
+    command += ["--input-tokens", "64", "--output-tokens", "32"]
+    start = group.processed()
+    with (tmp_path / "bench.log").open("wb") as sink:
+        bench = subprocess.Popen(command, stdout=sink, stderr=sink, cwd=REPO)
+    try:
+        _wait(lambda: group.processed()["B"] >= start["B"] + 3, 120, "box B serving bench's requests")
+        group.boxes["B"].process.send_signal(signal.SIGKILL)
+        group.boxes["B"].process.wait(timeout=10)
+        out = _wait(lambda: not group.healthy()["B"], group.out_of_rotation_s + 5, "box B out of rotation")
+        assert bench.wait(timeout=300) in (0, 3), (tmp_path / "bench.log").read_text()  # 3: requests failed
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+    (path,) = (results / "gateway").glob("*.json")
+    level = load_result(path)["levels"][0]
+    counts = level["requests"]
+    print(f"box B out of rotation {out:.1f} s after the kill; requests {counts}")
+    assert out <= group.out_of_rotation_s
+    assert counts["errored"] <= 4
+    assert counts["successful"] + counts["errored"] == 40
+    assert sum(counts["errors_by_kind"].values()) == counts["errored"]
+
+    group.boxes["B"] = start_llamacpp(tmp_path / "B-again.log", port=group.ports["B"], core=1)
+    back = _wait(lambda: group.healthy()["B"], group.back_in_rotation_s + 5, "box B back in rotation")
+    print(f"box B back in rotation {back:.1f} s after it answered /health again")
+    before = group.processed()["B"]
+    again = _bench(group.url, tmp_path / "again", "--concurrency", "4", "--requests", "8")
+    assert again["levels"][0]["requests"]["errored"] == 0
+    assert group.processed()["B"] > before, "no new request reached box B after its restart"
