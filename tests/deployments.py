@@ -11,7 +11,8 @@ from typing import Any
 
 from bench.codec import JsonObject
 from bench.rig import DEPLOYMENT_FILE, ENGINE_NAMES, ENGINES_BY_NAME, Deployment
-from bench.rig.deployment import Endpoint, Engines, EngineSection, Gpu, HostFacts, Startup
+from bench.rig.deployment import Endpoint, Engines, EngineSection, Startup
+from bench.rig.host_record import Gpu, HostFacts
 
 
 def gpu(index: int = 0, memory_mib: int = 16311) -> Gpu:
@@ -70,3 +71,21 @@ def deployment(
 def record(engine: str = "vllm", **changes: Any) -> JsonObject:
     """:func:`deployment` as the JSON document deployment.json holds."""
     return DEPLOYMENT_FILE.to_document(deployment(engine, **changes))
+
+
+def gateway() -> JsonObject:
+    """The gateway section of a gateway host's record (box1 fronts box1 and box2), as JSON."""
+    backend = {"engine": "vllm", "preset": "qwen3.8-27b-w4a16", "served_model_name": "qwen3.8-27b"}
+    return {
+        "base_url": "http://box1:8002/v1",
+        "metrics_url": "http://box1:8002/metrics",
+        "local_base_url": "http://127.0.0.1:8100/v1",
+        "policy": "cache_aware",
+        "router_version": "0.1.17",
+        "out_of_rotation_s": 13,
+        "backends": [
+            {"host": "box1", "base_url": "http://box1:8001/v1", **backend, "device": "cuda",
+             "gpus": ["NVIDIA GeForce RTX 5060 Ti", "NVIDIA GeForce RTX 5060 Ti"]},
+            {"host": "box2", "base_url": "http://box2:8001/v1", **backend, "device": "cpu", "gpus": []},
+        ],
+    }  # fmt: skip

@@ -71,12 +71,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--deployment",
         type=Path,
         help="deployment.json to read (env BENCH_DEPLOYMENT; default: the only artifacts/*/deployment.json, "
-        "else the demo box's)",
+        "the gateway host's of several, else the demo box's)",
     )
     parser.add_argument(
         "--base-url",
         help="the API's URL as your clients reach it "
-        "(env BENCH_BASE_URL; default: deployment.json's endpoint.base_url)",
+        "(env BENCH_BASE_URL; default: deployment.json's endpoint.base_url, or on a gateway host its gateway.base_url)",
     )
 
 
@@ -86,7 +86,7 @@ def _check_reachable(recorded: str, given: str, source: str) -> None:
     want, got = urlsplit(recorded), urlsplit(given or recorded)
     if not given and is_loopback(want.hostname or ""):
         raise ConfigError(
-            f"deployment.json endpoint.base_url {recorded} is the box's loopback, which no client on another machine "
+            f"deployment.json's client URL {recorded} is the box's loopback, which no client on another machine "
             "reaches (reverse_proxy_host); pass --base-url with the address your clients use"
         )
     if given and got.hostname == want.hostname and got.port != want.port:
@@ -107,7 +107,7 @@ def _target(args: argparse.Namespace) -> ClientTarget:
     deployment = read_deployment(found.deployment)
     given = args.base_url or found.env.get("BENCH_BASE_URL", "")
     source = "--base-url" if args.base_url else found.origins.get("BENCH_BASE_URL", "BENCH_BASE_URL")
-    _check_reachable(deployment.endpoint.base_url, given, source)
+    _check_reachable(deployment.client_base_url, given, source)
     # config_dir_of found the checkout's models.yml already; without one, find_models_file says so.
     presets = load_presets(
         config_dir / "models.yml" if config_dir else find_models_file((args.config_dir or Path.cwd()).resolve())

@@ -1,7 +1,8 @@
 """Where ``bench run`` sends requests, resolved from flags, environment, deployment.json and
 group_vars, in that order of precedence; each value remembers where it came from.
 
-- base URL: ``--base-url`` > ``BENCH_BASE_URL`` > deployment.json ``endpoint.base_url`` >
+- base URL: ``--base-url`` > ``BENCH_BASE_URL`` > deployment.json ``endpoint.base_url`` (on a
+  gateway host, ``gateway.base_url``: the front of every box behind it) >
   ``vllm_host``/``vllm_port`` (or the Ollama / llama.cpp pair, by ``inference_engine``) in
   ``group_vars/all``;
 - API key: ``--api-key`` (or the first line of ``--api-key-file``) > ``BENCH_API_KEY`` > the ``api_key``
@@ -12,8 +13,8 @@ group_vars, in that order of precedence; each value remembers where it came from
 
 deployment.json is ``--deployment PATH``, or the only ``*/deployment.json`` under
 ``llmrig_artifacts_dir`` (``artifacts/`` in the repository that holds ``group_vars``; see
-:func:`bench.rig.artifacts_dir`); the command line adds ``BENCH_DEPLOYMENT`` and the demo box
-(:func:`bench.cli.target.discover`).
+:func:`bench.rig.artifacts_dir`), of several the one gateway host's; the command line adds
+``BENCH_DEPLOYMENT`` and the demo box (:func:`bench.cli.target.discover`).
 """
 
 from __future__ import annotations
@@ -62,10 +63,10 @@ class Target:
         for an engine that serves none), else beside /v1 on the same server (as vLLM and llama.cpp
         serve it)."""
         if self.deployment is not None:
-            if not self.deployment.endpoint.metrics_url:
+            if not self.deployment.client_metrics_url:
                 return None  # the engine serves none, wherever it is reached (Ollama)
-            if self.deployment.endpoint.base_url == self.base_url:
-                return self.deployment.endpoint.metrics_url
+            if self.deployment.client_base_url == self.base_url:
+                return self.deployment.client_metrics_url
         return self.server_url + "/metrics"
 
 
@@ -81,9 +82,20 @@ def find_deployment(explicit: Path | None, config_dir: Path | None) -> Path | No
     value = str(literal_knobs(config_dir).get("llmrig_artifacts_dir") or "artifacts")
     found = sorted(artifacts_dir(config_dir.parent.parent, value).glob("*/deployment.json"))
     if len(found) > 1:
+        gateways = [path for path in found if _is_gateway(path)]
+        if len(gateways) == 1:
+            return gateways[0]  # several engine boxes behind one gateway: clients use the gateway
         names = ", ".join(str(path.parent.name) for path in found)
         raise ConfigError(f"--deployment: several hosts have a deployment.json ({names}); name one")
     return found[0] if found else None
+
+
+def _is_gateway(path: Path) -> bool:
+    """Whether the deployment.json at ``path`` is a gateway host's (it records a ``gateway``)."""
+    try:
+        return read_deployment(path).gateway is not None
+    except ConfigError:
+        return False
 
 
 def resolve(
@@ -119,7 +131,7 @@ def resolve(
     base_url = pick(
         "base_url",
         "BENCH_BASE_URL",
-        (where, deployment.endpoint.base_url if deployment else None),
+        (where, deployment.client_base_url if deployment else None),
         (f"group_vars/all/endpoint.yml ({host_knob}, {port_knob})", default_url),
     )
     if not base_url:

@@ -8,7 +8,9 @@ planner (:mod:`~bench.rig.plan`, its arithmetic :mod:`~bench.rig.plan_math`, its
 :mod:`~bench.rig.plan_inputs`), the artifacts rule (:mod:`~bench.rig.artifacts`), the engine
 table (:mod:`~bench.rig.engines`: each engine's knobs, owned flags, paths, authentication and
 metrics), the typed deployment.json record (:mod:`~bench.rig.deployment`, its open sections
-:mod:`~bench.rig.open_json`), the one parser of a recorded command line (:mod:`~bench.rig.argv`),
+:mod:`~bench.rig.open_json`, its host part :mod:`~bench.rig.host_record` and a gateway host's
+part :mod:`~bench.rig.gateway_record`), the checks over the engine boxes behind a gateway
+(:mod:`~bench.rig.group`), the one parser of a recorded command line (:mod:`~bench.rig.argv`),
 the firewall's rules (:mod:`~bench.rig.firewall`), the literal
 knobs of group_vars (:mod:`~bench.rig.group_vars`), the parsers of knob values
 (:mod:`~bench.rig.values`) and the NVIDIA driver's probe parsers and decisions

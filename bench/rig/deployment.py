@@ -12,14 +12,18 @@ these types never reaches the host. The role fetches it to the controller
   metrics URLs and the API key file, each written once by the engine's role, never rebuilt from
   another URL;
 - :class:`Startup`: the unit's invocation and what the engine said about itself once it served;
-- :class:`HostFacts`: the GPUs, driver and CPU that preflight found;
+- :class:`~bench.rig.host_record.HostFacts`: the GPUs, driver and CPU that preflight found;
 - the engine's own section, under its name (``vllm``: its arguments, environment, versions and
-  model; :class:`EngineSection`).
+  model; :class:`EngineSection`);
+- on a gateway host only, ``gateway``: the front clients reach the group through and the boxes
+  behind it (:class:`~bench.rig.gateway_record.Gateway`); :attr:`Deployment.client_base_url` is
+  then the front's.
 
 A record is a versioned document (:mod:`bench.documents`; its committed schema is
 ``deployment.schema.json`` beside this module, written by ``python -m bench.cli.schemas``).
 Records of schema_version 1, written before the local base URL was recorded, are still read:
-they are the same record without ``endpoint.local_base_url``, which reads as ''. A record that
+they are the same record without ``endpoint.local_base_url``, which reads as ''; records of
+schema_version 2, written before the gateway, are the same record without ``gateway``. A record that
 does not fit is a :class:`~bench.errors.ConfigError` naming the file and the field.
 """
 
@@ -34,11 +38,15 @@ from bench.codec import JsonObject, JsonValue, read_as, schema_for, to_json
 from bench.documents import Document
 from bench.errors import ConfigError, ShapeError
 from bench.rig.argv import parse_flags
+from bench.rig.gateway_record import Gateway
+from bench.rig.host_record import HostFacts
 from bench.rig.open_json import Known, open_from_json, open_schema, open_to_json
 
-DEPLOYMENT_VERSION = 2
+DEPLOYMENT_VERSION = 3
 # The schema_version before endpoint.local_base_url; :func:`parse_deployment` still reads it.
 _FIRST_VERSION = 1
+# The schema_version before the gateway section; read as a record without one.
+_SECOND_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,28 +67,6 @@ class Engines:
 
     active: str
     stopped: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class Gpu:
-    """One NVIDIA GPU as preflight's host facts list it (nvidia-smi, or lspci without a driver)."""
-
-    index: int
-    name: str
-    memory_mib: int | None
-    compute_capability: str
-    driver_version: str
-    pci_bus_id: str
-    pci_device_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class HostFacts:
-    """What preflight found on the host: its GPUs, the driver's version ('' without one) and the CPU."""
-
-    gpus: list[Gpu]
-    driver_version: str
-    cpu: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +150,22 @@ class Deployment:
     startup: Startup
     host: HostFacts
     section: EngineSection
+    gateway: Gateway | None = None  # on a host of llmrig_gateway only
+
+    @property
+    def client_base_url(self) -> str:
+        """Where clients send requests: the gateway's front on a gateway host, else the engine's."""
+        return self.gateway.base_url if self.gateway else self.endpoint.base_url
+
+    @property
+    def client_metrics_url(self) -> str:
+        """The Prometheus endpoint beside :attr:`client_base_url` ('' when it serves none)."""
+        return self.gateway.metrics_url if self.gateway else self.endpoint.metrics_url
 
     def __to_json__(self) -> JsonObject:
         fields = {name: to_json(getattr(self, name)) for name in _TOP if name != "section"}
-        return {**fields, self.engine: to_json(self.section)}
+        gateway = {"gateway": to_json(self.gateway)} if self.gateway else {}
+        return {**fields, **gateway, self.engine: to_json(self.section)}
 
     @staticmethod
     def __from_json__(data: object, path: str) -> Deployment:
@@ -183,10 +181,12 @@ class Deployment:
         engine = values["engine"]
         if engine not in data:
             raise ShapeError(engine, f"missing: the section of engine {engine!r}")
-        unknown = sorted(set(data) - (set(_TOP) - {"section"}) - {engine})  # "section" is the field, not a key
+        known = (set(_TOP) - {"section"}) | {engine, "gateway"}  # "section" is the field, not a key
+        unknown = sorted(set(data) - known)
         if unknown:
             raise ShapeError(path, f"unknown keys {unknown}")
-        return Deployment(**values, section=read_as(EngineSection, data[engine], engine))
+        gateway = read_as(Gateway, data["gateway"], "gateway") if "gateway" in data else None
+        return Deployment(**values, section=read_as(EngineSection, data[engine], engine), gateway=gateway)
 
     @staticmethod
     def __json_schema__(definitions: dict[str, JsonValue]) -> JsonObject:
@@ -194,13 +194,16 @@ class Deployment:
         return {
             "type": "object",
             "description": " ".join((Deployment.__doc__ or "").split()),
-            "properties": {name: schema_for(hint, definitions) for name, hint in top.items()},
+            "properties": {
+                **{name: schema_for(hint, definitions) for name, hint in top.items()},
+                "gateway": schema_for(Gateway, definitions),
+            },
             "required": list(top),
             # The one other key is the engine's name, holding its section; the document has these,
-            # schema_version (bench.documents adds it) and that one.
+            # schema_version (bench.documents adds it), that one and, on a gateway host, gateway.
             "additionalProperties": schema_for(EngineSection, definitions),
             "minProperties": len(top) + 2,
-            "maxProperties": len(top) + 2,
+            "maxProperties": len(top) + 3,
         }
 
 
@@ -233,18 +236,19 @@ DEPLOYMENT_FILE: Document[Deployment] = Document(
 
 def _current(document: object) -> object:
     """``document`` as a record of this version: one of schema_version 1 gains an empty
-    ``endpoint.local_base_url`` (it was not recorded); anything else is left as it is."""
+    ``endpoint.local_base_url`` (it was not recorded), one of 1 or 2 this version's number (neither
+    had a gateway); anything else is left as it is."""
     found = document.get("schema_version") if isinstance(document, dict) else None
-    if not isinstance(document, dict) or type(found) is not int or found != _FIRST_VERSION:
+    if not isinstance(document, dict) or type(found) is not int or found not in (_FIRST_VERSION, _SECOND_VERSION):
         return document
     endpoint = document.get("endpoint")
-    if isinstance(endpoint, dict):
+    if found == _FIRST_VERSION and isinstance(endpoint, dict):
         endpoint = {"local_base_url": "", **endpoint}
     return {**document, "schema_version": DEPLOYMENT_VERSION, "endpoint": endpoint}
 
 
 def parse_deployment(document: object, where: str) -> Deployment:
-    """A parsed deployment.json (schema_version 1 or 2) as a :class:`Deployment`; a ConfigError
+    """A parsed deployment.json (schema_version 1, 2 or 3) as a :class:`Deployment`; a ConfigError
     naming ``where`` and the field that does not fit."""
     return DEPLOYMENT_FILE.parse(_current(document), where)
 

@@ -8,7 +8,8 @@ checks), its host, port, context and extra-arguments knobs
 the flags its role writes from a knob (the extra-arguments rule), the path knobs preflight checks,
 whether it takes the API key, the knob of the GPUs it splits a model over (``playbooks/verify.yml``),
 the knobs that let it take OpenAI ``tools`` (Open WebUI's function calling), the preset field it
-needs, and the Prometheus samples of its ``/metrics`` that fill bench's server report
+needs, the knob of the model name clients send (the gateway's group check), and the Prometheus
+samples of its ``/metrics`` that fill bench's server report
 (:mod:`bench.measure.telemetry.server`). The Ansible side reads the table through the
 ``llmrig_engine_units``, ``llmrig_engine_knobs`` and ``llmrig_native_tools`` filters. The default
 ports equal ``group_vars/all/endpoint.yml`` (a test compares them); that file stays the place an
@@ -88,6 +89,7 @@ class Engine:
     gpus_knob: str = ""  # the knob of how many GPUs it splits one model over ('' = one)
     tool_knobs: tuple[str, ...] = ()  # all set: it takes OpenAI tools; () = the preset's tool_call_parser says
     preset_needs: str = ""  # the preset field it cannot serve a model without ('' = none)
+    served_name_knob: str = ""  # the knob of the model name clients send
     metrics: Metrics | None = None  # None: it serves no /metrics
 
     @property
@@ -164,6 +166,7 @@ ENGINES: tuple[Engine, ...] = (
         path_knobs={"vllm_model_local_dir": ("dir", "exist")},
         gpus_knob="vllm_tensor_parallel_size",
         tool_knobs=("vllm_tool_call_parser", "vllm_enable_auto_tool_choice"),
+        served_name_knob="vllm_served_model_name",
         metrics=VLLM_METRICS,
     ),
     Engine(
@@ -178,6 +181,7 @@ ENGINES: tuple[Engine, ...] = (
         context_knob="ollama_context_length",
         path_knobs={"ollama_models_dir": ("dir", "create")},
         preset_needs="ollama_tag",
+        served_name_knob="ollama_model",
     ),
     Engine(
         "llamacpp",
@@ -193,6 +197,7 @@ ENGINES: tuple[Engine, ...] = (
         owned_flags=LLAMACPP_OWNED_FLAGS,
         path_knobs={"llamacpp_model_local_file": ("file", "exist"), "llamacpp_server_binary": ("executable", "exist")},
         preset_needs="gguf_file",
+        served_name_knob="llamacpp_served_model_name",
         metrics=LLAMACPP_METRICS,
     ),
 )
@@ -224,12 +229,13 @@ _KNOBS: Mapping[str, Callable[[Engine], tuple[str, ...]]] = {
     "paths": lambda engine: tuple(engine.path_knobs),
     "gpus": lambda engine: (engine.gpus_knob,) if engine.gpus_knob else (),
     "tools": lambda engine: engine.tool_knobs,
+    "served_name": lambda engine: (engine.served_name_knob,) if engine.served_name_knob else (),
 }
 
 
 def engine_knobs(scope: str, kind: str) -> list[str]:
     """The knobs of one ``kind`` (:data:`_KNOBS`: endpoint, context, extra_args, paths, gpus,
-    tools) of every engine for ``scope`` ``all``, else of the one named, engine by engine."""
+    tools, served_name) of every engine for ``scope`` ``all``, else of the one named, engine by engine."""
     if kind not in _KNOBS:
         raise ConfigError(f"llmrig_engine_knobs: {kind!r} is not a kind of knob; choose one of {', '.join(_KNOBS)}")
     engines = ENGINES if scope == "all" else (engine_named(scope),)

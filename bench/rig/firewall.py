@@ -15,7 +15,11 @@ rules (:func:`firewall_rules`):
   loopback, from the same networks;
 - the API proxy on ``reverse_proxy_port``, when ``reverse_proxy_enabled`` and its bind address is
   off loopback, from the same networks (the engine behind it listens on loopback, so its own port
-  gets no rule);
+  gets no rule); behind a gateway (``connection["gateway_sources"]``, the addresses of the hosts of
+  the inventory group ``llmrig_gateway``), from those addresses only, so clients reach the boxes
+  through the gateway alone;
+- on a gateway host (``connection["gateway"]``), the gateway's front on ``gateway_front_port``,
+  served by the same proxy, from the client networks;
 - Prometheus on ``monitoring_prometheus_port``, when ``monitoring_enabled`` and its bind address is
   off loopback, from the same networks (preflight refuses it off loopback with the firewall off);
 - the HTTPS site in front of Open WebUI on ``tls_https_port`` and its redirect on ``tls_http_port``,
@@ -112,8 +116,9 @@ def _rule(name: str, src: str, port: Any) -> dict[str, Any]:
 
 def firewall_rules(knobs: Mapping[str, Any], connection: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every rule the firewall role allows, SSH first; ``connection`` holds ``ansible_port``,
-    ``ssh_connection`` (SSH_CONNECTION as the login user sees it, '' without one) and
-    ``networks`` (the box's own, for the word ``connected``)."""
+    ``ssh_connection`` (SSH_CONNECTION as the login user sees it, '' without one),
+    ``networks`` (the box's own, for the word ``connected``), and behind a gateway ``gateway``
+    (whether this host is one) and ``gateway_sources`` (the gateway hosts' addresses)."""
     connected = [str(network) for network in connection.get("networks") or []]
     clients = resolve(knobs.get(CLIENTS), CLIENTS, connected)
     wanted = resolve(knobs.get(SSH) or [], SSH, connected)
@@ -135,9 +140,14 @@ def firewall_rules(knobs: Mapping[str, Any], connection: Mapping[str, Any]) -> l
         services.append(("reverse_proxy", "reverse_proxy_host", "reverse_proxy_port"))
     if truthy(knobs.get("monitoring_enabled")):
         services.append(("prometheus", "monitoring_prometheus_host", "monitoring_prometheus_port"))
+    gateways = [_network(source, "llmrig_gateway") for source in connection.get("gateway_sources") or []]
     for name, host_knob, port_knob in services:
         if _off_loopback(knobs.get(host_knob)):
-            rules += [_rule(name, src, knobs.get(port_knob)) for src in clients]
+            sources = gateways if name == "reverse_proxy" and gateways else clients
+            rules += [_rule(name, src, knobs.get(port_knob)) for src in sources]
+    proxied = truthy(knobs.get("reverse_proxy_enabled")) and _off_loopback(knobs.get("reverse_proxy_host"))
+    if truthy(connection.get("gateway")) and proxied:  # the front is a site of the same proxy
+        rules += [_rule("gateway", src, knobs.get("gateway_front_port")) for src in clients]
     if tls_on(knobs):  # Caddy on every interface; Open WebUI behind it on loopback (preflight)
         for name, port_knob in (("https", "tls_https_port"), ("http", "tls_http_port")):
             rules += [_rule(name, src, knobs.get(port_knob)) for src in clients]

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.codec import to_json
 from bench.rig import ENGINE_NAMES, read_deployment
+from tests import deployments
 from tests.helpers import REPO, PlaybookRun, ansible_render, run_playbook
 
 pytestmark = pytest.mark.ansible
@@ -77,12 +79,13 @@ def _render(tmp_path: Path, published: dict[str, Any], **knobs: Any) -> tuple[Pl
 
 
 def test_the_role_writes_a_record_bench_reads(tmp_path: Path) -> None:
-    """The file holds schema_version 2, the engine's section under its name, both base URLs and the
+    """The file holds schema_version 3, the engine's section under its name, both base URLs and the
     GPUs preflight found; bench reads it back."""
     run, path = _render(tmp_path, PUBLISHED)
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
     document = json.loads(path.read_text(encoding="utf-8"))
-    assert document["schema_version"] == 2
+    assert document["schema_version"] == 3
+    assert "gateway" not in document  # no inventory group llmrig_gateway
     assert document["vllm"]["args"][-2:] == ["--tensor-parallel-size", "2"]
     record = read_deployment(path)
     stopped = [name for name in ENGINE_NAMES if name != "vllm"]  # every other engine of the table
@@ -121,6 +124,18 @@ def test_with_the_proxy_clients_get_its_url_and_the_key_for_every_engine(tmp_pat
     run, path = _render(tmp_path, PUBLISHED, reverse_proxy_enabled=True, reverse_proxy_host="192.0.2.1")
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
     assert read_deployment(path).endpoint.metrics_url == "http://192.0.2.1:8001/metrics"
+
+
+def test_a_gateway_host_records_the_front_and_the_boxes(tmp_path: Path) -> None:
+    """On a gateway host (the gateway role's tasks/args.yml set __gateway_record earlier in the
+    run) the record keeps it; bench then sends clients to the front."""
+    run, path = _render(tmp_path, PUBLISHED, __gateway_record=deployments.gateway())
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    record = read_deployment(path)
+    assert record.gateway is not None
+    assert to_json(record.gateway) == deployments.gateway()
+    assert record.client_base_url == "http://box1:8002/v1"
+    assert record.endpoint.base_url == PUBLISHED["base_url"]
 
 
 def test_a_part_that_does_not_fit_fails_the_task_naming_it(tmp_path: Path) -> None:

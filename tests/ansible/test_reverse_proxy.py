@@ -6,6 +6,7 @@ firewall opens the proxy's port instead of the engine's."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -52,8 +53,16 @@ TLS_OFF: dict[str, Any] = {
 }
 
 
-def _render(template: str, port: int, upstream: str, health_path: str = "/health", host: str = "127.0.0.1") -> str:
-    """roles/reverse_proxy/templates/``template``, templated by ansible with the role's vars."""
+def _render(
+    template: str,
+    port: int,
+    upstream: str,
+    *,
+    health_path: str = "/health",
+    host: str = "127.0.0.1",
+    extra: dict[str, Any] | None = None,
+) -> str:
+    """roles/reverse_proxy/templates/``template``, templated by ansible with the role's vars (and ``extra``)."""
     role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
     text = (ROLE / "templates" / template).read_text(encoding="utf-8")
     variables: dict[str, Any] = {
@@ -68,6 +77,7 @@ def _render(template: str, port: int, upstream: str, health_path: str = "/health
         "__reverse_proxy_engine": {"name": "vllm", "upstream": upstream, "health_path": health_path},
         "ansible_managed": "Ansible managed",  # the template module's default; debug has none
         "__template": text,
+        **(extra or {}),
     }
     rendered = ansible_render("{{ __template }}", variables)
     assert isinstance(rendered, str)
@@ -130,12 +140,13 @@ def test_the_unit_passes_systemd_analyze(tmp_path: Path) -> None:
 
 
 class _Upstream:
-    """A fake engine on loopback that answers every path with what it received."""
+    """A fake engine (or router) on loopback that answers every path with what it received, and its ``name``."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "engine") -> None:
         class Handler(http.server.BaseHTTPRequestHandler):
             def _answer(self) -> None:
-                body = json.dumps({"path": self.path, "authorization": self.headers.get("Authorization")}).encode()
+                seen = {"path": self.path, "authorization": self.headers.get("Authorization"), "upstream": name}
+                body = json.dumps(seen).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -168,21 +179,17 @@ def _request(url: str, key: str | None, method: str = "GET") -> tuple[int, Any]:
         return error.code, None
 
 
-@pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The role's Caddyfile served by the real caddy in front of the fake upstream; its base URL."""
+@contextlib.contextmanager
+def _caddy(config: Path, port: int, key: str = KEY) -> Iterator[None]:
+    """The real caddy serving ``config`` (its folder is caddy's home), ``key`` in its environment
+    as the unit hands it over, never on the command line; until it listens on ``port``."""
     caddy = shutil.which("caddy")
     if caddy is None:
         pytest.fail("caddy is not installed: scripts/testrig caddy installs Debian's package (apt-get install caddy)")
-    tmp = tmp_path_factory.mktemp("caddy")
-    upstream = _Upstream()
-    port = free_ports()[0]
-    config = tmp / "Caddyfile"
-    config.write_text(_render("Caddyfile.j2", port, f"127.0.0.1:{upstream.port}", "/health"), encoding="utf-8")
-    # The key reaches caddy as the unit hands it over: in the environment, never on the command line.
+    tmp = config.parent
     env = {
         **os.environ,
-        "LLMRIG_API_KEY": KEY,
+        "LLMRIG_API_KEY": key,
         "HOME": str(tmp),
         "XDG_CONFIG_HOME": str(tmp),
         "XDG_DATA_HOME": str(tmp),
@@ -201,11 +208,25 @@ def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 assert server.poll() is None, (tmp / "caddy.log").read_text(encoding="utf-8")
                 assert time.monotonic() < deadline, "caddy did not listen within 30 s"
                 time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
+        yield
     finally:
         server.terminate()
         server.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The role's Caddyfile served by the real caddy in front of the fake upstream; its base URL."""
+    tmp = tmp_path_factory.mktemp("caddy")
+    upstream = _Upstream()
+    port = free_ports()[0]
+    config = tmp / "Caddyfile"
+    config.write_text(_render("Caddyfile.j2", port, f"127.0.0.1:{upstream.port}"), encoding="utf-8")
+    try:
+        with _caddy(config, port):
+            yield f"http://127.0.0.1:{port}"
+    finally:
         upstream.close()
 
 
@@ -219,7 +240,7 @@ def test_the_api_needs_the_key(proxy: str, path: str) -> None:
     assert _request(proxy + path, KEY[:-1])[0] == 401
     status, seen = _request(proxy + path, KEY, "POST")
     assert status == 200
-    assert seen == {"path": path, "authorization": f"Bearer {KEY}"}
+    assert seen == {"path": path, "authorization": f"Bearer {KEY}", "upstream": "engine"}
 
 
 def test_health_needs_no_key_and_reaches_only_the_health_path(proxy: str) -> None:
@@ -273,19 +294,24 @@ def test_every_route_the_real_vllm_mounts_is_filtered(proxy: str) -> None:
     assert wrong == []
 
 
+# The firewall's knobs of a box with the API proxy on every interface and vLLM on loopback.
+PROXY_KNOBS: dict[str, Any] = {
+    "inference_engine": "vllm",
+    "vllm_host": "127.0.0.1",
+    "vllm_port": 8000,
+    "open_webui_enabled": False,
+    "reverse_proxy_enabled": True,
+    "reverse_proxy_host": "0.0.0.0",
+    "reverse_proxy_port": 8001,
+    "gateway_front_port": 8002,
+    "llmrig_allowed_client_cidrs": ["192.168.1.0/24"],
+    "llmrig_ssh_allowed_cidrs": [],
+}
+
+
 def test_the_firewall_opens_the_proxy_port_not_the_engines() -> None:
     """With the proxy on, the client networks get the proxy's port; the engine, on loopback, none."""
-    knobs = {
-        "inference_engine": "vllm",
-        "vllm_host": "127.0.0.1",
-        "vllm_port": 8000,
-        "open_webui_enabled": False,
-        "reverse_proxy_enabled": True,
-        "reverse_proxy_host": "0.0.0.0",
-        "reverse_proxy_port": 8001,
-        "llmrig_allowed_client_cidrs": ["192.168.1.0/24"],
-        "llmrig_ssh_allowed_cidrs": [],
-    }
+    knobs = PROXY_KNOBS
     rules = [(rule["name"], rule["src"], rule["port"]) for rule in firewall_rules(knobs, OVER_SSH)]
     assert [rule for rule in rules if rule[0] != "ssh"] == [("reverse_proxy", "192.168.1.0/24", 8001)]
     off = [(rule["name"], rule["port"]) for rule in firewall_rules({**knobs, "reverse_proxy_enabled": False}, OVER_SSH)]

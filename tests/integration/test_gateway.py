@@ -1,14 +1,16 @@
 """The gateway (roles/gateway): the real vLLM Router, started with the command line the role
-renders through real Ansible, in front of two real llama.cpp servers that stand for two engine
-boxes. Box A runs on core 0 (with bench and the router, which mostly wait), box B on core 1, so
-two boxes have twice the compute of one, as two machines do.
+renders through real Ansible, behind the real Caddy serving the reverse_proxy role's Caddyfile
+with the gateway's front (the API key checked there), in front of two real llama.cpp servers
+that stand for two engine boxes. Box A runs on core 0 (with bench, Caddy and the router, which
+mostly wait), box B on core 1, so two boxes have twice the compute of one, as two machines do.
 
-What is proven here, on loopback: bench through the gateway at 1 and 4 streams; 4 streams over
-both boxes give more output than box A alone in the same test; a conversation's turns land on
-one box (the router's own per-backend request counter, read around each request); a box killed
-in the middle of a run fails only the requests it had in flight, is out of rotation within the
-time the role states and back after its restart. What only two real boxes show (a LAN between
-them, each box's firewall and API proxy): docs/gateway.md.
+What is proven here, on loopback: bench through the front at 1 and 4 streams, each level's share
+per box recorded from the router's counts; 4 streams over both boxes give more output than box A
+alone in the same test; a conversation's turns land on one box (the router's own per-backend
+request counter, read around each request); a box killed in the middle of a run fails only the
+requests it had in flight, is out of rotation within the time the role states and back after
+its restart. What only two real boxes show (a LAN between them, each box's firewall and API
+proxy): docs/gateway.md.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from tests.ansible.test_reverse_proxy import _caddy
+from tests.ansible.test_reverse_proxy import _render as _render_caddyfile
 from tests.helpers import BIN, REPO, playbook_dump
 from tests.integration.test_real_engines import KEY, Server, _free_port, start_llamacpp
 from tests.result_files import load_result
@@ -37,12 +41,14 @@ PROCESSED = re.compile(r'^vllm_router_processed_requests_total\{worker="([^"]+)"
 
 @dataclass
 class Group:
-    """Two boxes (A on core 0, B on core 1) behind the router; ``out_of_rotation_s`` as the role states it."""
+    """Two boxes (A on core 0, B on core 1) behind the router (``router_url``, loopback) behind
+    the front (``url``, the API key); ``out_of_rotation_s`` as the role states it."""
 
     boxes: dict[str, Server]
     ports: dict[str, int]
     router: subprocess.Popen[bytes]
     url: str
+    router_url: str
     metrics_url: str
     out_of_rotation_s: int
     back_in_rotation_s: int
@@ -60,7 +66,7 @@ class Group:
 
     def healthy(self) -> dict[str, bool]:
         """The router's view of each box, from its /workers."""
-        with urllib.request.urlopen(f"{self.url}/workers", timeout=5) as response:
+        with urllib.request.urlopen(f"{self.router_url}/workers", timeout=5) as response:
             workers = json.load(response)["workers"]
         by_url = {worker["url"]: worker["is_healthy"] for worker in workers}
         return {name: by_url[self.box_url(name)] for name in self.ports}
@@ -95,18 +101,26 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Group]:
     port, metrics_port = _free_port(), _free_port()
     rendered = _render(folder, [f"http://127.0.0.1:{ports[name]}" for name in ("A", "B")], port, metrics_port)
     args: list[str] = rendered["args"]
-    interval = int(args[args.index("--health-check-interval-secs") + 1])
-    successes = int(args[args.index("--health-success-threshold") + 1])
     assert ROUTER.exists(), f"{ROUTER} missing: run scripts/testrig router (scripts/test does)"
     with (folder / "router.log").open("wb") as sink:
         router = subprocess.Popen(["taskset", "-c", "0", str(ROUTER), *args], stdout=sink, stderr=sink)
+    proxy_port, front_port = _free_port(), _free_port()
+    front = {"_reverse_proxy_gateway": True, "gateway_front_port": front_port}
+    front |= {"gateway_port": port, "gateway_metrics_port": metrics_port}
+    caddyfile = folder / "caddy" / "Caddyfile"
+    caddyfile.parent.mkdir()
+    caddyfile.write_text(
+        _render_caddyfile("Caddyfile.j2", proxy_port, f"127.0.0.1:{ports['A']}", extra=front), encoding="utf-8"
+    )
     group = Group(
-        boxes, ports, router, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}/metrics",
-        rendered["out_of_rotation_s"], interval * successes, folder,
+        boxes, ports, router, f"http://127.0.0.1:{front_port}", f"http://127.0.0.1:{port}",
+        f"http://127.0.0.1:{metrics_port}/metrics",
+        rendered["out_of_rotation_s"], rendered["back_in_rotation_s"], folder,
     )  # fmt: skip
     try:
-        _wait(lambda: all(group.healthy().values()), 30, "the router up with both boxes healthy")
-        yield group
+        with _caddy(caddyfile, front_port, KEY):
+            _wait(lambda: all(group.healthy().values()), 30, "the router up with both boxes healthy")
+            yield group
     finally:
         router.terminate()
         router.wait(timeout=10)
@@ -147,9 +161,10 @@ def _served_by(group: Group, send: Callable[[], object]) -> str:
 
 
 def test_four_streams_over_two_boxes_give_more_than_one_box(group: Group, tmp_path: Path) -> None:
-    """bench through the gateway at 1 and 4 streams completes without errors; at 4 streams the
-    two boxes (two cores) give at least 1.3x the output of box A alone (about 2x is expected:
-    the ratio needs neither a quiet machine nor a tight bound), and both boxes served."""
+    """bench through the front at 1 and 4 streams completes without errors and records each
+    level's share per box, as the router counted it (its warm-up requests too); at 4 streams the
+    two boxes (two cores) give at least 1.3x the output of box A alone (about 2x is expected: the
+    ratio needs neither a quiet machine nor a tight bound), and both boxes served."""
     alone = _bench(group.box_url("A"), tmp_path / "alone", "--concurrency", "4", "--requests", "16")
     before = group.processed()
     through = _bench(group.url, tmp_path / "gateway", "--concurrency", "1", "4", "--requests", "16")
@@ -162,6 +177,12 @@ def test_four_streams_over_two_boxes_give_more_than_one_box(group: Group, tmp_pa
     print(f"served: {before} -> {after}")
     assert two_boxes > 1.3 * one_box
     assert all(after[name] > before[name] for name in after), (before, after)
+    urls = {group.box_url(name) for name in group.ports}
+    for level in through["levels"]:
+        shares = level["server"]["backends"]
+        assert set(shares) <= urls
+        assert sum(shares.values()) == level["requests"]["total"]
+    assert alone["levels"][0]["server"].get("backends") is None  # one box: no router to say
 
 
 def test_a_conversations_turns_land_on_one_box(group: Group) -> None:
@@ -215,6 +236,7 @@ def test_a_box_killed_mid_run_fails_only_its_requests_in_flight(group: Group, tm
     group.boxes["B"] = start_llamacpp(tmp_path / "B-again.log", port=group.ports["B"], core=1)
     back = _wait(lambda: group.healthy()["B"], group.back_in_rotation_s + 5, "box B back in rotation")
     print(f"box B back in rotation {back:.1f} s after it answered /health again")
+    assert back <= group.back_in_rotation_s + 1  # the checks' own phase: up to one interval each
     before = group.processed()["B"]
     again = _bench(group.url, tmp_path / "again", "--concurrency", "4", "--requests", "8")
     assert again["levels"][0]["requests"]["errored"] == 0

@@ -24,6 +24,7 @@ from bench.rig import (
     deployment,
     engines,
     firewall,
+    group,
     inputs,
     networks,
     nvidia,
@@ -65,6 +66,18 @@ def llmrig_check(knobs: dict[str, Any], host: dict[str, Any]) -> dict[str, list[
         "notes": [problem.message for problem in problems if problem.severity == "info" and not _firewall(problem)],
         "firewall": [problem.message for problem in problems if problem.severity == "info" and _firewall(problem)],
     }
+
+
+def llmrig_group_problems(
+    facts: dict[str, Any], gateways: list[str], engine_boxes: list[str], backends: list[str]
+) -> list[str]:
+    """The findings on the engine boxes behind a gateway, box first (bench.rig.group.group_problems)."""
+    return group.group_problems(facts, list(gateways), list(engine_boxes), list(backends or []))
+
+
+def llmrig_gateway_sources(addresses: dict[str, str]) -> list[str]:
+    """The gateway hosts' addresses for the engine boxes' firewalls (bench.rig.group.gateway_sources)."""
+    return group.gateway_sources(addresses)
 
 
 def llmrig_artifacts_path(value: str, repo_root: str) -> str:
@@ -346,6 +359,8 @@ class FilterModule:
             "llmrig_resolve": llmrig_resolve,
             "llmrig_artifacts_path": llmrig_artifacts_path,
             "llmrig_check": llmrig_check,
+            "llmrig_group_problems": llmrig_group_problems,
+            "llmrig_gateway_sources": llmrig_gateway_sources,
             "llmrig_check_input": llmrig_check_input,
             "llmrig_knob_candidates": llmrig_knob_candidates,
             "llmrig_role_variables": llmrig_role_variables,

@@ -35,6 +35,12 @@ class StoredRun:
         record = self.result.environment.deployment_record
         return record.preset if record else None
 
+    @property
+    def group(self) -> str:
+        """What served the run behind a gateway (its boxes, in one line); '' for one box."""
+        record = self.result.environment.deployment_record
+        return record.gateway.describe() if record and record.gateway else ""
+
 
 @dataclass(frozen=True, slots=True)
 class TagInfo:

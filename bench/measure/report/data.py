@@ -48,6 +48,7 @@ class Card:
     tag: str
     engine: str
     preset: str | None
+    group: str  # the boxes behind the gateway that served the newest run ('' for one box)
     runs: int
     decode_short: Point | None  # prompt tokens, per-stream decode tok/s p50 (median over runs)
     decode_long: Point | None
@@ -127,6 +128,7 @@ def card(
         tag=tag,
         engine=newest.result.environment.engine,
         preset=newest.preset,
+        group=newest.group,
         runs=len(stored),
         decode_short=by_prompt[0] if by_prompt else None,
         decode_long=by_prompt[-1] if len(by_prompt) > 1 else None,

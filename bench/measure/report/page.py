@@ -34,6 +34,7 @@ def card_rows(card: Card) -> list[tuple[str, str]]:
     long = card.decode_long
     return [
         ("engine, preset", f"{card.engine}, {card.preset or 'unknown preset'}"),
+        ("served by", card.group or "one box"),
         ("runs", str(card.runs)),
         (
             "decode, one stream, short prompt",

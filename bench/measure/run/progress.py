@@ -107,6 +107,10 @@ def print_summary(console: Console, result: RunResult) -> None:
     for level in result.levels:
         if level.agent_turns:
             _print_turns(console, level.agent_turns)
+    for level in result.levels:
+        if level.server.backends:  # behind a gateway: each box's share, as its router counted them
+            shares = ", ".join(f"{box} {count}" for box, count in level.server.backends.items())
+            console.print(f"{level.label}: served by {escape(shares)}", soft_wrap=True)
     _print_facts(console, result)
     if result.partial:
         why = result.stopped_because or "interrupted"

@@ -5,7 +5,9 @@ Which exposition sample feeds which field of the report is each engine's row of 
 
 Counters are summed over label sets (``engine``, ``model_name``); a counter missing from either
 scrape gives ``None``, never zero. vLLM's ``cache_config_info`` labels are kept as they are
-(the KV pool, block size, dtype). The exposition is parsed with ``prometheus_client``.
+(the KV pool, block size, dtype). Behind a gateway (docs/gateway.md) the endpoint's /metrics is
+vLLM Router's: its count of requests per engine box (:data:`ROUTER_SERVED`, labelled by the box's
+URL) gives each box's share of a measurement. The exposition is parsed with ``prometheus_client``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ HISTOGRAMS = _samples("histograms")
 CACHE_CONFIG = frozenset(
     engine.metrics.cache_config for engine in ENGINES if engine.metrics and engine.metrics.cache_config
 )
+# vLLM Router's requests served, per engine box (label ``worker``: the URL it reaches the box at).
+ROUTER_SERVED = "vllm_router_processed_requests_total"
 
 
 def _value(scrape: Scrape, samples: tuple[str, ...]) -> float | None:
@@ -72,6 +76,7 @@ class Scrape:
     values: dict[str, float]
     cache_config: dict[str, str] = field(default_factory=dict)
     buckets: dict[str, dict[float, float]] = field(default_factory=dict)
+    served_by: dict[str, float] = field(default_factory=dict)  # a gateway's router: requests per box
 
 
 def parse(text: str, t_ns: int = 0) -> Scrape:
@@ -79,6 +84,7 @@ def parse(text: str, t_ns: int = 0) -> Scrape:
     values: dict[str, float] = {}
     cache_config: dict[str, str] = {}
     buckets: dict[str, dict[float, float]] = {}
+    served_by: dict[str, float] = {}
     wanted = {f"{family}_bucket": name for name, families in HISTOGRAMS.items() for family in families}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -90,7 +96,9 @@ def parse(text: str, t_ns: int = 0) -> Scrape:
             values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
             if sample.name in CACHE_CONFIG:
                 cache_config = {key: str(value) for key, value in sample.labels.items()}
-    return Scrape(t_ns, values, cache_config, buckets)
+            if sample.name == ROUTER_SERVED and "worker" in sample.labels:
+                served_by[sample.labels["worker"]] = float(sample.value)
+    return Scrape(t_ns, values, cache_config, buckets, served_by)
 
 
 async def scrape(http: httpx.AsyncClient, url: str, *, gauges_only: bool = False) -> Scrape | None:
@@ -236,6 +244,14 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
+def backend_deltas(before: Scrape | None, after: Scrape | None) -> dict[str, int] | None:
+    """The requests each engine box served between two scrapes of a gateway's router (a box that
+    joined in between counts from zero); None when the endpoint is no gateway."""
+    if before is None or after is None or not after.served_by:
+        return None
+    return {box: round(count - before.served_by.get(box, 0.0)) for box, count in sorted(after.served_by.items())}
+
+
 def server_report(before: Scrape | None, after: Scrape | None, during: list[Scrape]) -> ServerReport:
     """Everything the server said about one measurement, ready for the result file."""
     deltas = counter_deltas(before, after)
@@ -247,4 +263,5 @@ def server_report(before: Scrape | None, after: Scrape | None, during: list[Scra
         gauges=gauge_stats(during),
         latency_bucketed=histogram_stats(before, after),
         cache_config=dict(latest.cache_config) if latest is not None else {},
+        backends=backend_deltas(before, after),
     )

@@ -103,6 +103,9 @@ class ServerReport:
     gauges: Gauges
     latency_bucketed: BucketedLatency
     cache_config: dict[str, str]  # vLLM's cache_config_info labels: KV pool blocks, block size, dtype
+    # Behind a gateway: the requests each engine box served during the measurement, by the URL the
+    # router reaches it at, as the router counted them (it says so per box, not per request).
+    backends: dict[str, int] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 def _names(counters: Counters) -> list[str]:

@@ -4,8 +4,8 @@ Every value comes from the deployed record, so that a written configuration can 
 against the server later (:mod:`bench.rig.clients.drift`):
 
 - the base URL as clients reach it (``endpoint.base_url``: the API proxy's address, https when
-  ``reverse_proxy_tls``) and, for https, the CA root the controller fetched beside deployment.json
-  (``tls-root.crt``);
+  ``reverse_proxy_tls``; on a gateway host ``gateway.base_url``, the front of the group) and, for
+  https, the CA root the controller fetched beside deployment.json (``tls-root.crt``);
 - the served model name;
 - the context one request may use: vLLM's ``--max-model-len``, llama.cpp's ``--ctx-size`` shared
   by its ``--parallel`` slots (each slot gets its share), Ollama's ``OLLAMA_CONTEXT_LENGTH``;
@@ -115,7 +115,7 @@ def client_target(
 ) -> ClientTarget:
     """The server ``deployment`` (read from ``artifacts``/deployment.json) serves, as clients see
     it; ``base_url`` replaces the recorded one (a published port, a name clients resolve)."""
-    url = (base_url or deployment.endpoint.base_url).rstrip("/")
+    url = (base_url or deployment.client_base_url).rstrip("/")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"--base-url: {url!r} is not an http(s) URL")
@@ -125,7 +125,7 @@ def client_target(
         ca_file = str(ca.resolve()) if ca.is_file() else ""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env):
         raise ConfigError(f"--key-env: {key_env!r} is not an environment variable name")
-    takes_key = bool(deployment.endpoint.api_key_file)
+    takes_key = bool(deployment.endpoint.api_key_file) or deployment.gateway is not None  # the front checks it
     context = served_context(deployment)
     tools, reasoning = _capabilities(deployment, preset)
     return ClientTarget(

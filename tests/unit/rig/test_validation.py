@@ -241,6 +241,12 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("cpu", {"grafana_enabled": True, "monitoring_enabled": False}, "grafana_enabled"),
     ("cpu", {"grafana_enabled": True, "grafana_port": 9100}, "grafana_port"),
     ("cpu", {"grafana_enabled": True, "grafana_port": 443}, "grafana_port"),
+    # The gateway's ports: their own, each (every box is checked, gateway or not).
+    ("gpu", {"reverse_proxy_enabled": True, "gateway_front_port": 8001}, "gateway_front_port"),
+    ("cpu", {"gateway_front_port": 8000}, "gateway_front_port"),
+    ("cpu", {"gateway_port": 8002}, "gateway_port"),
+    ("cpu", {"gateway_metrics_port": 8080}, "gateway_metrics_port"),
+    ("cpu", {"gateway_router_version": "latest"}, "gateway_router_version"),
     ("gpu", {"reverse_proxy_enabled": True, "llmrig_allowed_client_cidrs": []}, "llmrig_allowed_client_cidrs"),
     ("gpu", {"reverse_proxy_enabled": True, "llmrig_firewall_enabled": False}, "llmrig_allow_unfiltered"),
     (
@@ -491,6 +497,7 @@ def test_every_rule_is_exercised() -> None:
         "rule_vllm_only_settings": "vllm_extra_args",
         "rule_grafana": "grafana_port",
         "rule_backup": "backup_repository",
+        "rule_gateway_ports": "gateway_front_port",
     }
     assert {rule.__name__ for rule in RULES} == set(produced)
     assert set(produced.values()) <= tested

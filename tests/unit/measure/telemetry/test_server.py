@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from pathlib import Path
 
 import httpx
 import pytest
@@ -146,3 +147,23 @@ def test_the_engine_is_told_by_a_counter_only_it_feeds() -> None:
     assert server.engine_of(Counters(requests_succeeded=4.0)) == "vllm"
     assert server.engine_of(Counters(llamacpp_decode_calls=9.0)) == "llamacpp"
     assert server.engine_of(Counters()) is None
+
+
+# /metrics of vLLM Router 0.1.17 after 5 requests over two boxes (recorded; the boxes' URLs renamed).
+ROUTER = (Path(__file__).with_name("vllm_router_0.1.17.prom")).read_text(encoding="utf-8")
+
+
+def test_a_gateways_router_says_how_many_requests_each_box_served() -> None:
+    """The router's count per box between two scrapes; a box that joined in between counts from
+    zero; an engine's own /metrics has no such count."""
+    after = server.parse(ROUTER)
+    assert after.served_by == {"http://box1:8001": 3.0, "http://box2:8001": 2.0}
+    served = "vllm_router_processed_requests_total"
+    earlier = ROUTER.replace(f'{served}{{worker="http://box1:8001"}} 3', f'{served}{{worker="http://box1:8001"}} 1')
+    before = server.parse(earlier.replace(f'{served}{{worker="http://box2:8001"}} 2\n', ""))
+    assert server.backend_deltas(before, after) == {"http://box1:8001": 2, "http://box2:8001": 2}
+    assert server.server_report(before, after, []).backends == {"http://box1:8001": 2, "http://box2:8001": 2}
+    assert server.backend_deltas(None, after) is None
+    vllm = server.parse(BEFORE)
+    assert server.backend_deltas(vllm, vllm) is None
+    assert server.server_report(vllm, vllm, []).backends is None
