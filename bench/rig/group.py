@@ -34,6 +34,7 @@ class Box:
     served_name: str
     api_key_sha256: str  # '' when llmrig_api_key is empty (the box generates a key of its own)
     reverse_proxy_enabled: bool
+    reverse_proxy_tls: bool
 
     @classmethod
     def read(cls, name: str, facts: Mapping[str, Any]) -> Box:
@@ -45,6 +46,7 @@ class Box:
                 served_name=str(facts["served_name"]),
                 api_key_sha256=str(facts.get("api_key_sha256") or ""),
                 reverse_proxy_enabled=truthy(facts.get("reverse_proxy_enabled")),
+                reverse_proxy_tls=truthy(facts.get("reverse_proxy_tls")),
             )
         except KeyError as missing:
             raise ConfigError(f"llmrig_group_problems: box {name} lacks {missing.args[0]}") from None
@@ -121,6 +123,12 @@ def group_problems(
                    "each box through its API proxy")
                 + "; set it true on every box of the group"
             )  # fmt: skip
+        if box.reverse_proxy_tls:
+            problems.append(
+                f"{box.name}: reverse_proxy_tls: true, but HTTPS behind a gateway is not built yet: the router "
+                "reaches each box's API proxy over plain HTTP, and the gateway's front serves plain HTTP; set it "
+                "false on every box of the group"
+            )
     if boxes:
         problems += _agreement(boxes)
     return problems

@@ -78,22 +78,22 @@ def test_the_defaults_route_to_every_box_of_the_group_by_cache(tmp_path: Path) -
 
 
 def test_the_record_names_the_front_and_each_box(tmp_path: Path) -> None:
-    """Listed backends and HTTPS on the API: the record reads through bench's types; its front is
-    the HTTPS name and port, and a listed box that is no inventory host is kept by its URL."""
+    """Listed backends and the proxy on one address: the record reads through bench's types; its
+    front is that address at the front's port, and a listed box that is no inventory host is kept
+    by its URL."""
     knobs = {
         "gateway_backends": ["http://10.0.0.11:8001", "http://10.0.0.12:8001"],
         "gateway_policy": "round_robin",
-        "reverse_proxy_tls": True,
-        "tls_server_name": "LLM.home.arpa",
-        "gateway_front_port": 9443,
+        "reverse_proxy_host": "10.0.0.11",
+        "gateway_front_port": 9002,
     }
     rendered = _render(tmp_path, knobs)
     assert _parsed(rendered["args"])["worker_urls"] == knobs["gateway_backends"]
     record = read_as(Gateway, rendered["record"], "gateway")
     assert to_json(record) == rendered["record"]
     assert (record.base_url, record.metrics_url) == (
-        "https://llm.home.arpa:9443/v1",
-        "https://llm.home.arpa:9443/metrics",
+        "http://10.0.0.11:9002/v1",
+        "http://10.0.0.11:9002/metrics",
     )
     assert (record.local_base_url, record.policy, record.router_version) == (
         "http://127.0.0.1:8100/v1",

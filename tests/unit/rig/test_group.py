@@ -20,6 +20,7 @@ def _box(**changes: Any) -> dict[str, Any]:
         "served_name": "qwen3.8-27b",
         "api_key_sha256": KEY,
         "reverse_proxy_enabled": True,
+        "reverse_proxy_tls": False,
     }
     return {**facts, **changes}
 
@@ -89,6 +90,13 @@ def test_the_boxes_need_their_proxies_unless_the_backends_are_listed() -> None:
     assert _check(boxes, backends=("http://box2:8000",)) == [
         "box1: reverse_proxy_enabled: false, but the gateway's front is this box's API proxy; set it true on every "
         "box of the group"
+    ]
+
+
+def test_https_behind_a_gateway_is_refused_as_not_built() -> None:
+    assert _check({"box1": _box(), "box2": _box(reverse_proxy_tls=True)}) == [
+        "box2: reverse_proxy_tls: true, but HTTPS behind a gateway is not built yet: the router reaches each box's "
+        "API proxy over plain HTTP, and the gateway's front serves plain HTTP; set it false on every box of the group"
     ]
 
 
