@@ -236,7 +236,7 @@ def test_a_box_killed_mid_run_fails_only_its_requests_in_flight(group: Group, tm
     group.boxes["B"] = start_llamacpp(tmp_path / "B-again.log", port=group.ports["B"], core=1)
     back = _wait(lambda: group.healthy()["B"], group.back_in_rotation_s + 5, "box B back in rotation")
     print(f"box B back in rotation {back:.1f} s after it answered /health again")
-    assert back <= group.back_in_rotation_s + 1  # the checks' own phase: up to one interval each
+    assert back <= group.back_in_rotation_s + 2  # two passed checks, plus their own time and this machine's
     before = group.processed()["B"]
     again = _bench(group.url, tmp_path / "again", "--concurrency", "4", "--requests", "8")
     assert again["levels"][0]["requests"]["errored"] == 0
