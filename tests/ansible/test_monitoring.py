@@ -88,18 +88,23 @@ def rendered() -> dict[str, str]:
     """prometheus.yml for each engine on a host without GPUs, and for vLLM on a host with them."""
     found = {engine: _render("prometheus.yml.j2", _variables(engine)) for engine in ENGINES}
     found["vllm-gpu"] = _render("prometheus.yml.j2", _variables("vllm", __monitoring_gpu=True))
+    gateway = {"_monitoring_gateway": True, "gateway_metrics_port": 8101}
+    found["vllm-gateway"] = _render("prometheus.yml.j2", _variables("vllm", **gateway))
     return found
 
 
 def test_the_job_set_follows_the_engine_table(rendered: dict[str, str]) -> None:
     """vLLM and llama.cpp: their own /metrics (with the key) and the health probe; Ollama, which
-    serves no /metrics, the health probe alone. No gpu job without NVIDIA GPUs, one with them."""
+    serves no /metrics, the health probe alone. No gpu job without NVIDIA GPUs, one with them; a
+    gateway job on a host of llmrig_gateway only."""
     base = {"prometheus", "node", "engine_health", "open_webui"}
     assert set(_jobs(rendered["vllm"])) == base | {"engine"}
     assert set(_jobs(rendered["llamacpp"])) == base | {"engine"}
     assert set(_jobs(rendered["ollama"])) == base
     assert set(_jobs(rendered["vllm-gpu"])) == base | {"engine", "gpu"}
     assert _jobs(rendered["vllm-gpu"])["gpu"]["static_configs"][0]["targets"] == ["127.0.0.1:9835"]
+    assert set(_jobs(rendered["vllm-gateway"])) == base | {"engine", "gateway"}  # a host of llmrig_gateway
+    assert _jobs(rendered["vllm-gateway"])["gateway"]["static_configs"][0]["targets"] == ["127.0.0.1:8101"]
     engine = _jobs(rendered["vllm"])["engine"]
     assert engine["static_configs"][0]["targets"] == ["127.0.0.1:8000"]
     assert engine["authorization"] == {"type": "Bearer", "credentials_file": "/etc/prometheus/llmrig/api_key"}

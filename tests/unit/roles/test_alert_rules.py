@@ -107,6 +107,8 @@ def test_the_tests_fail_when_a_window_or_a_threshold_moves(tmp_path: Path) -> No
             "BackupFailed",
             "TargetMissing",
             "AlertNotificationsFailing",
+            "GatewayBoxOutOfRotation",
+            "GatewayNoBoxInRotation",
         },
         "thresholds": {"KVCacheAlmostFull", "GpuTemperatureHigh", "ModelsDiskLow", "BackupStale"},
     }
