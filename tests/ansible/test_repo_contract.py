@@ -26,6 +26,7 @@ def test_there_are_roles() -> None:
         "backup",
         "engine",
         "firewall",
+        "gateway",
         "grafana",
         "llamacpp",
         "monitoring",

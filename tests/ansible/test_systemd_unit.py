@@ -68,9 +68,9 @@ def test_its_argument_spec_refuses_a_bad_parameter(tmp_path: Path) -> None:
 
 
 def test_the_service_roles_share_this_one_copy() -> None:
-    """vllm, ollama, llamacpp, open_webui, reverse_proxy, watchdog, monitoring (the GPU exporter),
-    grafana and backup include systemd_unit with both parameters; no other task file reloads systemd or runs
-    systemd-analyze itself."""
+    """vllm, ollama, llamacpp, open_webui, reverse_proxy, watchdog, monitoring (the GPU exporter), grafana,
+    backup and gateway (after its unit's removal too) include systemd_unit with both parameters; no other task
+    file reloads systemd or runs systemd-analyze itself."""
     importers = []
     for path in sorted(REPO.glob("roles/*/tasks/*.yml")):
         if path.parts[-3] == "systemd_unit":
@@ -84,6 +84,8 @@ def test_the_service_roles_share_this_one_copy() -> None:
                 importers.append(path.parts[-3])
     assert importers == [
         "backup",
+        "gateway",
+        "gateway",
         "grafana",
         "llamacpp",
         "monitoring",

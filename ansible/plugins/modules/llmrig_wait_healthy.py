@@ -42,6 +42,11 @@ options:
     description: The variable that sets O(timeout_s), named in the time-out message as the one to raise.
     type: str
     default: engine_health_timeout_s
+  timeout_hint:
+    description:
+      - What the time-out message tells the operator to do, in place of raising O(timeout_knob) (for a
+        service whose health waits on others, such as the gateway's router on its engine boxes).
+    type: str
 author: llmrig
 """
 
@@ -215,11 +220,18 @@ def wait(params: dict[str, Any]) -> dict[str, Any]:
                 "failed": True,
                 "restarts": restarts,
                 "msg": f"{params['url']} did not answer 200 within {params['timeout_s']} s "
-                f"(last answer: {last_status or 'no connection'}); raise {params['timeout_knob']} if it is "
-                f"still starting (a first model load takes minutes). "
+                f"(last answer: {last_status or 'no connection'}); {_timeout_hint(params)} "
                 f"{journal_report(unit, invocation, params['journal_lines'])}",
             }
         time.sleep(params["interval_s"])
+
+
+def _timeout_hint(params: dict[str, Any]) -> str:
+    """What to do about a time-out: the caller's hint, else raise the time-out's knob."""
+    hint = params.get("timeout_hint")
+    if hint:
+        return str(hint)
+    return f"raise {params['timeout_knob']} if it is still starting (a first model load takes minutes)."
 
 
 def main() -> None:
@@ -231,6 +243,7 @@ def main() -> None:
             "interval_s": {"type": "float", "default": 5},
             "journal_lines": {"type": "int", "default": 60},
             "timeout_knob": {"type": "str", "default": "engine_health_timeout_s"},
+            "timeout_hint": {"type": "str"},
         },
         supports_check_mode=True,
     )

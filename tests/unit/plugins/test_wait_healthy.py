@@ -84,13 +84,33 @@ def test_timeout_names_the_knob_and_shows_the_journal(unit_state: Path) -> None:
     assert "fake journal line 0" in result["msg"]
 
 
-def test_timeout_names_the_knob_it_is_given(unit_state: Path) -> None:
-    """Open WebUI's wait names open_webui_ready_timeout_s, not the engine's knob."""
-    params = _params("http://127.0.0.1:9/ready", timeout_s=0.2, unit="open-webui.service")
-    result = MODULE.wait({**params, "timeout_knob": "open_webui_ready_timeout_s"})
+@pytest.mark.parametrize(
+    ("unit", "changes", "says", "not_said"),
+    [
+        # Open WebUI's wait names its own knob, not the engine's.
+        (
+            "open-webui.service",
+            {"timeout_knob": "open_webui_ready_timeout_s"},
+            "; raise open_webui_ready_timeout_s if it is still starting",
+            "engine_health_timeout_s",
+        ),
+        # The gateway's router waits on its boxes: its time-out says what to check, not which time-out to raise.
+        (
+            "llmrig-router.service",
+            {"timeout_hint": "no engine box answered: check them."},
+            "(last answer: no connection); no engine box answered: check them.",
+            "raise",
+        ),
+    ],
+)
+def test_timeout_says_what_the_caller_gives(
+    unit_state: Path, unit: str, changes: dict[str, str], says: str, not_said: str
+) -> None:
+    """The time-out message names the caller's knob, or says the caller's hint in its place."""
+    result = MODULE.wait({**_params("http://127.0.0.1:9/ready", timeout_s=0.2, unit=unit), **changes})
     assert result["failed"] is True
-    assert "raise open_webui_ready_timeout_s if it is still starting" in result["msg"]
-    assert "engine_health_timeout_s" not in result["msg"]
+    assert says in result["msg"]
+    assert not_said not in result["msg"]
 
 
 # ---------------------------------------------------------------------------------------------
