@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +18,7 @@ from bench.errors import ConfigError
 if TYPE_CHECKING:  # the statistics load numpy and scipy: only the commands that use them pay for it
     from bench.measure.compare import comparison as compare
     from bench.measure.compare import history, stats
-    from bench.measure.compare.comparison import Comparison, LevelComparison
+    from bench.measure.compare.comparison import Comparison, LevelComparison, Row
 
 COMPARE_HELP = """\
 Each later tag is compared with the first. For every level both tags ran (same workload, level,
@@ -53,7 +54,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "history",
         help="one preset's runs across tags in time order, with regressions flagged",
         description="List the tags that ran PRESET, oldest first, and flag every metric that got significantly "
-        "worse against the previous tag (the same test as bench compare).",
+        "worse (the same test as bench compare). Each level of a tag is compared with the newest earlier tag that "
+        "ran that level, which the table names.",
     )
     past.add_argument("preset", nargs="?", metavar="PRESET", help="the preset (default: the only one with results)")
     _shared(past)
@@ -154,28 +156,54 @@ def _delta(difference: stats.Difference) -> str:
     return text
 
 
-def show_level(console: Console, result: Comparison, level: LevelComparison) -> None:
-    """The table of one level and its verdicts."""
+def _cells(row: Row) -> tuple[str, str, str, str, str, str]:
+    decisive = row.difference.p_adjusted if row.difference.p_adjusted is not None else row.difference.p_value
+    return (
+        f"{row.metric.short} {row.metric.unit}",
+        _figure(row.base, row.metric.unit),
+        _figure(row.other, row.metric.unit),
+        _delta(row.difference),
+        "-" if decisive is None else f"{decisive:.3g}",
+        "sig." if row.difference.significant else "n.s.",
+    )
+
+
+def _level_table(result: Comparison, level: LevelComparison) -> Table:
+    """The level's table. Its cells wrap at spaces, between a figure and its interval, never
+    inside a figure."""
     table = Table(title=level.title, caption=level.note, box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("metric", no_wrap=True)
-    table.add_column(result.base, justify="right", no_wrap=True)
-    table.add_column(result.other, justify="right", no_wrap=True)
-    table.add_column("Δ% [95% CI]", justify="right", no_wrap=True)
-    table.add_column("p Holm", justify="right")
-    table.add_column("", no_wrap=True)
+    table.add_column("metric")
+    for header in (result.base, result.other, "Δ% [95% CI]", "p Holm"):
+        table.add_column(header, justify="right")
+    table.add_column("")
     for row in level.rows:
-        decisive = row.difference.p_adjusted if row.difference.p_adjusted is not None else row.difference.p_value
-        p = "-" if decisive is None else f"{decisive:.3g}"
-        mark = "sig." if row.difference.significant else "n.s."
-        table.add_row(
-            f"{row.metric.short} {row.metric.unit}",
-            _figure(row.base, row.metric.unit),
-            _figure(row.other, row.metric.unit),
-            _delta(row.difference),
-            p,
-            mark,
-        )
-    console.print(table)
+        table.add_row(*_cells(row))
+    return table
+
+
+def _cuts(console: Console, table: Table) -> bool:
+    """Whether ``table`` at ``console``'s width would cut a cell (Rich marks a cut with an ellipsis)."""
+    probe = Console(width=console.width, no_color=True, color_system=None, file=io.StringIO())
+    with probe.capture() as captured:
+        probe.print(table)
+    return "…" in captured.get()
+
+
+def show_level(console: Console, result: Comparison, level: LevelComparison) -> None:
+    """The table of one level and its verdicts. Where the terminal is too narrow for the table
+    without cutting a figure, each metric is a line of its own instead."""
+    table = _level_table(result, level)
+    if not _cuts(console, table):
+        console.print(table)
+    else:
+        console.print(f"[bold]{level.title}[/bold] ({level.note})", soft_wrap=False)
+        for row in level.rows:
+            name, base, other, delta, p, mark = _cells(row)
+            console.print(
+                f"  {name} | {result.base} {base} | {result.other} {other} | Δ% {delta} | p Holm {p} {mark}",
+                soft_wrap=False,
+                highlight=False,
+            )
     if result.not_ranked_because is None:
         for row in level.rows:
             console.print(f"  {'*' if row.difference.significant else '-'} {row.verdict}", soft_wrap=True)
@@ -203,24 +231,35 @@ def show_comparison(console: Console, result: Comparison, gates: tuple[compare.G
         console.print("  nothing the runs recorded")
     for key, (a, b) in result.differences.items():
         console.print(f"  {key}: {a if a is not None else '-'} -> {b if b is not None else '-'}", soft_wrap=True)
+    if result.outcomes:
+        console.print("What the engines measured while they started (outcomes, not causes):")
+    for key, (a, b) in result.outcomes.items():
+        console.print(f"  {key}: {a if a is not None else '-'} -> {b if b is not None else '-'}", soft_wrap=True)
+
+
+def _against(step: history.Step) -> str:
+    """The history table's verdict on one tag, naming the tags it was compared with."""
+    if step.usable_runs == 0:
+        return "not compared: no usable run"
+    if not step.has_earlier:
+        return "-"
+    if not step.against:
+        return "not compared: no earlier tag ran its levels"
+    versus = f"vs {', '.join(step.against)}"
+    if step.not_ranked_because:
+        return f"not ranked ({versus})"
+    if step.regressions:
+        return f"REGRESSION ({len(step.regressions)}, {versus})"
+    return f"no regression ({step.improvements} better, {versus})"
 
 
 def show_history(console: Console, preset: str, steps: list[history.Step]) -> None:
-    """The preset's tags in time order and their regressions."""
+    """The preset's tags in time order and their regressions, each against the newest earlier tag
+    that ran the level."""
     table = Table(title=f"History of {preset}", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("tag", "first run", "runs", "engine", "decode tok/s c=1", "TTFT p50 ms c=1", "against previous"):
+    for column in ("tag", "first run", "runs", "engine", "decode tok/s c=1", "TTFT p50 ms c=1", "against earlier"):
         table.add_column(column, no_wrap=True)
     for step in steps:
-        if step.previous is None:
-            against = "-"
-        elif not step.compared:
-            against = "not compared: no level both ran"
-        elif step.not_ranked_because:
-            against = "not ranked"
-        elif step.regressions:
-            against = f"REGRESSION ({len(step.regressions)})"
-        else:
-            against = f"no regression ({step.improvements} better)"
         table.add_row(
             step.tag,
             step.first[:16],
@@ -228,13 +267,16 @@ def show_history(console: Console, preset: str, steps: list[history.Step]) -> No
             step.engine,
             "-" if step.decode_tps is None else f"{step.decode_tps:.1f}",
             "-" if step.ttft_ms is None else f"{step.ttft_ms:,.1f}",
-            against,
+            _against(step),
         )
     console.print(table)
     for step in steps:
         if step.not_ranked_because:
             console.print(f"  {step.tag}: not ranked: {step.not_ranked_because}", soft_wrap=True)
+        if step.uncompared and step.has_earlier:
+            console.print(f"  {step.tag}: no earlier tag ran {'; '.join(step.uncompared)}", soft_wrap=True)
         for regression in step.regressions:
             console.print(
-                f"  REGRESSION {step.tag} vs {step.previous}, {regression.level}: {regression.verdict}", soft_wrap=True
+                f"  REGRESSION {step.tag} vs {regression.against}, {regression.level}: {regression.verdict}",
+                soft_wrap=True,
             )

@@ -93,8 +93,9 @@ class Comparison:
     only_base: list[str]  # levels only one side ran
     only_other: list[str]
     left_out: list[str]  # runs not used, and why
-    differences: dict[str, tuple[str | None, str | None]]
+    differences: dict[str, tuple[str | None, str | None]]  # configuration: the candidate causes
     not_ranked_because: str | None
+    outcomes: dict[str, tuple[str | None, str | None]]  # what the engines measured while they started
 
 
 def _values(stored: StoredRun) -> dict[LevelKey, dict[str, list[float]]]:
@@ -114,7 +115,17 @@ def _values(stored: StoredRun) -> dict[LevelKey, dict[str, list[float]]]:
     return found
 
 
-def _label(key: LevelKey) -> str:
+def level_keys(stored: list[StoredRun]) -> set[LevelKey]:
+    """The levels the runs ran, as compare matches them."""
+    return {
+        (run.result.workload, level.label, level.tokens.input_target, level.tokens.output_target)
+        for run in stored
+        for level in run.result.levels
+    }
+
+
+def level_label(key: LevelKey) -> str:
+    """A level key in words, as the lists of levels only one side ran say it."""
     workload, label, prompt, output = key
     return f"{workload} {label} ({prompt} in/{output} out)"
 
@@ -224,13 +235,15 @@ def compare(
             said = "not ranked" if not_ranked else verdict(row.metric, other_tag, difference, key)
             rows.append(Row(row.metric, row.base, row.other, difference, said))
         compared.append(LevelComparison(key, design, (len(a), len(b)), _note(design, (len(a), len(b))), rows))
+    differing = store.differences(store.tag_configuration(base), store.tag_configuration(other))
     return Comparison(
         base=base_tag,
         other=other_tag,
         levels=compared,
-        only_base=[_label(key) for key in sorted(keys_a - keys_b)],
-        only_other=[_label(key) for key in sorted(keys_b - keys_a)],
+        only_base=[level_label(key) for key in sorted(keys_a - keys_b)],
+        only_other=[level_label(key) for key in sorted(keys_b - keys_a)],
         left_out=left_a + left_b,
-        differences=store.differences(store.tag_configuration(base), store.tag_configuration(other)),
+        differences={key: pair for key, pair in differing.items() if not store.is_outcome(key)},
         not_ranked_because=not_ranked,
+        outcomes={key: pair for key, pair in differing.items() if store.is_outcome(key)},
     )

@@ -20,6 +20,20 @@ from bench.rig import parse_flags
 
 # Facts that change with every restart or every run, not with the configuration.
 VOLATILE = ("startup.invocation_id", "startup.active_since", "startup.time_to_ready_s", "startup.ready_s")
+# What an engine measured about itself while it started (load and capture times, memory, the KV
+# pool it could allocate): outcomes of a configuration, never a cause of a difference.
+OUTCOMES = (
+    "startup.kv_cache_tokens",
+    "startup.max_concurrency",
+    "server.cache_config.num_gpu_blocks",
+    "server.cache_config.num_cpu_blocks",
+)
+OUTCOME_UNITS = ("_seconds", "_secs", "_s", "_ms", "_gib", "_mib", "_bytes")
+
+
+def is_outcome(key: str) -> bool:
+    """Whether a recorded fact is something the engine measured (a time, a size) rather than set."""
+    return key in OUTCOMES or (key.startswith("startup.") and key.endswith(OUTCOME_UNITS))
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,31 @@ def test_compare_prints_figures_verdicts_and_candidate_causes(
     assert "- no significant difference in TTFT p50 at one stream" in out
     assert "What differs between the configurations (candidate causes):" in out
     assert "vllm.args --kv-cache-dtype: auto -> fp8" in out
+    assert "outcomes, not causes" not in out  # the runs recorded no start-up figures
+
+
+@pytest.mark.parametrize("columns", [200, 80, 60, 40])
+def test_compare_never_cuts_a_figure(
+    results: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    """Every figure, interval, difference and p of the table is printed whole at any terminal width:
+    the table wraps between a figure and its interval, and where even that would cut one, each
+    metric is a line of its own (an 80-column terminal once showed "935.2 [796.2, 1,074…")."""
+    from bench.cli.compare import _cells  # noqa: PLC0415
+    from bench.measure.compare import comparison, store  # noqa: PLC0415
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    status, out, _ = _bench(capsys, "compare", "v1", "v2", "--results-dir", str(results))
+    assert status == 0
+    assert "…" not in out
+    gates = (comparison.Gate("v1", None), comparison.Gate("v2", None))
+    (level,) = comparison.compare(store.runs(results, "v1"), store.runs(results, "v2"), gates).levels
+    words = set(out.split())
+    cells = [cell for row in level.rows for cell in _cells(row)[1:]]
+    assert len(cells) == 5 * 8
+    missing = [word for cell in cells for word in cell.split() if word not in words]
+    assert missing == []
+    assert ("───" in out) == (columns >= 80)  # the table where it fits whole, lines where it does not
 
 
 def test_compare_needs_two_known_tags(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,7 +102,8 @@ def test_history_flags_the_regression(tmp_path: Path, results: Path, capsys: pyt
     status, out, _ = _bench(capsys, "history", "--results-dir", str(results))
     assert status == 0
     assert "History of qwen3.8-27b-w4a16" in out
-    assert "no regression" in out  # v2 is faster than v1
+    assert "no regression (" in out  # v2 is faster than v1
+    assert "better, vs v1)" in out
     later = tmp_path / "results"
     for seed, (tag, shape, day) in enumerate([("v1", FAST, 1), ("v1", FAST, 1), ("v2", SLOW, 2), ("v2", SLOW, 2)]):
         file_run(

@@ -11,6 +11,7 @@ from bench.errors import ConfigError
 from bench.measure.compare import comparison as compare
 from bench.measure.compare import history, store
 from bench.measure.compare.comparison import Comparison, Gate
+from tests import deployments
 from tests.synthetic_runs import Shape, deployment, file_run, make_run
 
 SLOW = Shape(ttft_ms=100.0, tpot_ms=20.0, requests=24)
@@ -82,6 +83,30 @@ def test_what_differs_between_the_configurations_is_listed(results: Path) -> Non
     assert result.differences == {"vllm.args --kv-cache-dtype": ("auto", "fp8")}
 
 
+def test_start_up_timings_are_outcomes_not_causes(tmp_path: Path) -> None:
+    """Load times, memory and the KV pool the engine found are what a configuration led to: listed
+    apart from the configuration's differences, which alone are candidate causes."""
+    for tag, seed, dtype, load_s, tokens in (("a", 1, "auto", 41.5, 120_000), ("b", 2, "fp8", 38.25, 240_000)):
+        facts = {
+            "model_load_seconds": load_s,
+            "graph_capture_gib": 0.5 * seed,
+            "kv_cache_tokens": tokens,
+            "attention_backend": "TRITON_ATTN" if seed == 1 else "FLASHINFER",
+        }
+        record = deployments.record(args=["--model", "/srv/models/m", "--kv-cache-dtype", dtype], startup=facts)
+        file_run(tmp_path, make_run(tag, [FAST], seed, deployment=record))
+    result = _compare(tmp_path, "a", "b")
+    assert result.differences == {
+        "startup.attention_backend": ("TRITON_ATTN", "FLASHINFER"),
+        "vllm.args --kv-cache-dtype": ("auto", "fp8"),
+    }
+    assert result.outcomes == {
+        "startup.graph_capture_gib": ("0.5", "1.0"),
+        "startup.kv_cache_tokens": ("120000", "240000"),
+        "startup.model_load_seconds": ("41.5", "38.25"),
+    }
+
+
 def test_with_one_run_a_side_the_verdict_says_it_rests_on_one_run(results: Path) -> None:
     result = _compare(results, "base", "one-run")
     (level,) = result.levels
@@ -140,7 +165,7 @@ def test_flags_of_a_command_line() -> None:
     assert store.flags(["--a", "1", "--b", "--c=x", "pos", "--d"]) == {"--a": "1", "--b": "on", "--c": "x", "--d": "on"}
 
 
-def test_history_flags_a_regression_against_the_previous_tag(tmp_path: Path) -> None:
+def test_history_flags_a_regression_against_the_newest_tag_that_ran_the_level(tmp_path: Path) -> None:
     _file(tmp_path, "v1", FAST, range(1, 4), 1, deployment=AUTO)
     _file(tmp_path, "v2", FAST, range(4, 7), 2, deployment=AUTO)
     _file(tmp_path, "v3", SLOW, range(7, 10), 3, deployment=FP8)
@@ -149,10 +174,9 @@ def test_history_flags_a_regression_against_the_previous_tag(tmp_path: Path) -> 
     assert preset == "qwen3.8-27b-w4a16"
     assert skipped == []
     assert [step.tag for step in steps] == ["v1", "v2", "v3"]
-    assert steps[0].previous is None
-    assert steps[1].previous == "v1"
-    assert steps[2].previous == "v2"
+    assert [(step.against, step.has_earlier) for step in steps] == [([], False), (["v1"], True), (["v2"], True)]
     assert steps[1].regressions == []
+    assert {regression.against for regression in steps[2].regressions} == {"v2"}
     worse = {regression.metric for regression in steps[2].regressions}
     assert {"per-stream decode p50", "TPOT p50", "E2E p50", "aggregate output"} <= worse
     assert "TTFT p50" not in worse
@@ -173,12 +197,33 @@ def test_history_compares_past_a_tag_without_usable_runs(tmp_path: Path) -> None
     _file(tmp_path, "v2", FAST, range(3, 5), 2, deployment=AUTO, trusted=False)
     _file(tmp_path, "v3", SLOW, range(5, 7), 3, deployment=AUTO)
     _, steps, _ = history.history(tmp_path, None, lambda tag: Gate(tag, None))
-    assert [(step.tag, step.previous, step.compared) for step in steps] == [
-        ("v1", None, True),
-        ("v2", "v1", False),
-        ("v3", "v1", True),
+    assert [(step.tag, step.against, step.usable_runs) for step in steps] == [
+        ("v1", [], 2),
+        ("v2", [], 0),
+        ("v3", ["v1"], 2),
     ]
     assert steps[2].regressions
+
+
+def test_history_compares_each_level_with_the_newest_tag_that_ran_it(tmp_path: Path) -> None:
+    """v2 ran one stream only; v3's four streams got slower than v1's: flagged against v1, and
+    its one stream against v2 (before, v3 was compared with v2 alone: "no regression")."""
+    one = FAST
+    four_fast = Shape(ttft_ms=100.0, tpot_ms=10.0, requests=24, concurrency=4)
+    four_slow = Shape(ttft_ms=100.0, tpot_ms=20.0, requests=24, concurrency=4)
+    for tag, shapes, day in (("v1", [one, four_fast], 1), ("v2", [one], 2), ("v3", [one, four_slow], 3)):
+        for seed in range(day * 10, day * 10 + 3):
+            started = f"2026-11-{day:02d}T10:{seed:02d}:00+00:00"
+            file_run(tmp_path, make_run(tag, shapes, seed, started_at=started, deployment=AUTO))
+    _, steps, _ = history.history(tmp_path, None, lambda tag: Gate(tag, None))
+    assert [(step.tag, step.against, step.uncompared) for step in steps] == [
+        ("v1", [], ["sweep c=1 (64 in/16 out)", "sweep c=4 (64 in/16 out)"]),
+        ("v2", ["v1"], []),
+        ("v3", ["v2", "v1"], []),
+    ]
+    worse = {(regression.level, regression.against) for regression in steps[2].regressions}
+    assert worse == {("sweep c=4, 64 in / 16 out", "v1")}
+    assert "TPOT p50" in {regression.metric for regression in steps[2].regressions}
 
 
 def test_a_folder_of_other_files_is_left_out_of_tags_and_history(tmp_path: Path) -> None:
