@@ -149,7 +149,8 @@ def chat(
 
 def report(page_file: Path, screenshot: Path) -> dict[str, object]:
     """Open ``bench report``'s page from disk; what the browser saw: each plot's natural size
-    (0 when it did not decode), each card's text, and any request the page made (screenshot saved)."""
+    (0 when it did not decode), each card's text, the verdicts under each plot, and any request the
+    page made (screenshot saved)."""
     with sync_playwright() as playwright, _launched(playwright, None) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         requests: list[str] = []
@@ -161,9 +162,12 @@ def report(page_file: Path, screenshot: Path) -> dict[str, object]:
             "images => images.map(i => [i.dataset.plot, i.complete ? i.naturalWidth : 0, i.naturalHeight])",
         )
         cards = page.eval_on_selector_all("[data-card]", "cards => cards.map(c => [c.dataset.card, c.innerText])")
+        verdicts = page.eval_on_selector_all(
+            "[data-verdicts]", "lists => lists.map(l => [l.dataset.verdicts, l.innerText])"
+        )
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(screenshot), full_page=True)
-        return {"plots": plots, "cards": cards, "requests": requests}
+        return {"plots": plots, "cards": cards, "verdicts": verdicts, "requests": requests}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,9 @@ capacity from its latest `bench capacity`, time to first answer with thinking on
 checks of its latest `bench probe`, tokens per joule and energy per million tokens where NVML
 measured them), printed here and on the page; and the plots of all tags together: throughput
 against concurrency, TTFT and inter-token distributions, TTFT against prompt length, KV pool usage
-over time, speculative-decoding acceptance. Untrusted and partial runs are left out unless asked for.
+over time, speculative-decoding acceptance. Beside each plot, `bench compare`'s verdicts on what it
+draws, every later TAG against the first (or why none applies). Every value axis starts at zero;
+a plot with one point per tag draws bars. Untrusted and partial runs are left out unless asked for.
 """
 
 
@@ -42,6 +44,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--out", type=Path, default=None, help="folder for report.html and the PNGs (default: reports/TAG+TAG...)"
     )
     parser.add_argument("--include-untrusted", action="store_true", help="use untrusted and partial runs too")
+    parser.add_argument(
+        "--include-failing", action="store_true", help="give verdicts on tags whose capability probes failed"
+    )
 
 
 def show_cards(console: Console, cards: list[Card]) -> None:
@@ -68,8 +73,9 @@ def command(args: argparse.Namespace, console: Console) -> int:
     from bench.measure.report import data as report_data  # noqa: PLC0415
     from bench.measure.report import page as report_page  # noqa: PLC0415
     from bench.measure.report import plots  # noqa: PLC0415
+    from bench.measure.report.verdicts import plot_verdicts  # noqa: PLC0415
 
-    cards, series = [], []
+    cards, series, reported = [], [], []
     used = 0
     for tag in args.tags:
         kept, left = compare.usable(store.runs(args.results_dir, tag), args.include_untrusted)
@@ -95,15 +101,31 @@ def command(args: argparse.Namespace, console: Console) -> int:
             )
         )
         series.append(report_data.series(tag, kept))
+        reported.append((tag, kept))
     if not cards:
         raise ConfigError(
             "TAG: every run of these tags was left out (untrusted or partial); --include-untrusted to use them"
         )
+    # compare's verdicts, every later tag against the first, gated on probes as compare gates them.
+    base_tag, base_runs = reported[0]
+    comparisons = [
+        compare.compare(
+            base_runs,
+            runs,
+            (
+                probe_gate(args.results_dir, base_tag, args.include_failing),
+                probe_gate(args.results_dir, tag, args.include_failing),
+            ),
+            include_untrusted=args.include_untrusted,
+        )
+        for tag, runs in reported[1:]
+    ]
     out = args.out or Path("reports") / "+".join(args.tags)
     written = report_page.write(
         out,
         cards=cards,
         plots=plots.plots(series),
+        verdicts=plot_verdicts(comparisons),
         runs=used,
         results_dir=args.results_dir,
         written=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

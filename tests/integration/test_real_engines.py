@@ -198,6 +198,33 @@ def test_vllm_single_and_sweep(vllm: Server, tmp_path: Path) -> None:
     # engine, can answer the scrapes only between the busy moments (one CI run saw max 0).
     assert sweep["levels"][1]["server"]["gauges"]["requests_running"]["n"] >= 2
     assert sweep["levels"][1]["server"]["counters"]["requests_succeeded"] == 8
+    _report_of_a_real_run(tmp_path / "sweep", sweep)
+
+
+def _report_of_a_real_run(folder: Path, sweep: dict[str, Any]) -> None:
+    """bench report on the real vLLM's file: its KV gauge is a 0-1 fraction, which the plot draws
+    once as percent of the pool that cache_config_info gives (a few short requests use well under
+    1 % of a CPU pool of hundreds of thousands of tokens, so a KV axis of 0-1 percent is the truth)."""
+    from bench.measure.compare import store  # noqa: PLC0415 - matplotlib and scipy load for this test only
+    from bench.measure.report import data as report_data  # noqa: PLC0415
+
+    raw = [
+        point["value"]
+        for level in sweep["levels"]
+        for point in level["server"]["gauges"].get("kv_cache_usage_series") or []
+    ]
+    assert all(0 <= value <= 1 for value in raw), raw
+    series = report_data.series("integration", store.runs(folder / "results", "integration"))
+    assert [point.y for point in series.kv_usage] == [value * 100 for value in raw]
+    config = sweep["levels"][0]["server"]["cache_config"]
+    assert series.kv_pool_tokens == (int(config["num_gpu_blocks"]) * int(config["block_size"]) if raw else None)
+    command = [str(BIN / "bench"), "report", "integration", "--results-dir", str(folder / "results")]
+    done = subprocess.run(
+        [*command, "--out", str(folder / "report")], capture_output=True, text=True, timeout=120, check=False, cwd=REPO
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = (folder / "report" / "report.html").read_text(encoding="utf-8")
+    assert "one tag: nothing to compare it with" in page
 
 
 def test_vllm_agent_sessions_report_prefix_cache_hits_per_turn(vllm: Server, tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ class TagSeries:
     ttft_by_context: list[Point]  # prompt tokens -> TTFT p50 (one-stream levels)
     kv_usage: list[Point]  # the newest run that scraped it, its levels end to end: seconds -> percent used
     spec_acceptance: float | None  # accepted draft tokens over proposed ones, over every level
+    kv_pool_tokens: int | None = None  # that run's pool: vLLM's blocks times their size, when it said
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +73,21 @@ def _median_by(pairs: list[tuple[float, float]]) -> list[Point]:
     return [Point(x, median(ys)) for x, ys in sorted(grouped.items())]
 
 
+def _pool_tokens(run_levels: list[LevelResult]) -> int | None:
+    """The KV pool in tokens that vLLM's cache_config_info gave (blocks times block size)."""
+    for level in run_levels:
+        config = level.server.cache_config
+        blocks, size = config.get("num_gpu_blocks", ""), config.get("block_size", "")
+        if blocks.isdigit() and size.isdigit() and int(blocks) > 0:
+            return int(blocks) * int(size)
+    return None
+
+
 def series(tag: str, stored: list[StoredRun]) -> TagSeries:
     """The plotted figures of one tag's runs."""
     throughput, by_context, ttft, itl, acceptance = [], [], [], [], []
     kv: list[Point] = []
+    pool: int | None = None
     for run in stored:
         run_kv: list[Point] = []
         offset = 0.0
@@ -93,7 +105,8 @@ def series(tag: str, stored: list[StoredRun]) -> TagSeries:
             points = level.server.gauges.kv_cache_usage_series or []
             run_kv += [Point(offset + point.t_s, point.value * 100) for point in points]
             offset = run_kv[-1].x + 1.0 if run_kv else offset
-        kv = run_kv or kv  # the newest run that scraped the pool
+        if run_kv:  # the newest run that scraped the pool
+            kv, pool = run_kv, _pool_tokens(run.result.levels)
     return TagSeries(
         tag=tag,
         throughput=_median_by(throughput),
@@ -102,6 +115,7 @@ def series(tag: str, stored: list[StoredRun]) -> TagSeries:
         ttft_by_context=_median_by(by_context),
         kv_usage=kv,
         spec_acceptance=median(acceptance) if acceptance else None,
+        kv_pool_tokens=pool,
     )
 
 

@@ -66,8 +66,18 @@ def _write(path: Path, data: bytes) -> None:
     write_bytes_atomic(path, data, mode=0o644)
 
 
-def write(out: Path, *, cards: list[Card], plots: list[Plot], runs: int, results_dir: Path, written: str) -> Written:
-    """The page and the PNGs under ``out`` (created if missing)."""
+def write(
+    out: Path,
+    *,
+    cards: list[Card],
+    plots: list[Plot],
+    verdicts: dict[str, list[str]],
+    runs: int,
+    results_dir: Path,
+    written: str,
+) -> Written:
+    """The page and the PNGs under ``out`` (created if missing); beside each plot, its ``verdicts``
+    (:func:`bench.measure.report.verdicts.plot_verdicts`)."""
     out.mkdir(parents=True, exist_ok=True)
     environment = Environment(loader=PackageLoader("bench.measure.report", "templates"), autoescape=select_autoescape())
     page = environment.get_template("report.html.j2").render(
@@ -77,7 +87,15 @@ def write(out: Path, *, cards: list[Card], plots: list[Plot], runs: int, results
         runs=runs,
         results_dir=results_dir,
         cards=[{"tag": card.tag, "rows": card_rows(card)} for card in cards],
-        plots=[{"name": p.name, "title": p.title, "data": base64.b64encode(p.png).decode()} for p in plots],
+        plots=[
+            {
+                "name": p.name,
+                "title": p.title,
+                "data": base64.b64encode(p.png).decode(),
+                "verdicts": verdicts.get(p.name, []),
+            }
+            for p in plots
+        ],
     )
     images = []
     for plot in plots:

@@ -1,6 +1,8 @@
 """The plots of ``bench report``, drawn on matplotlib Figures (no pyplot, no display) as PNG bytes: one line
 or set of bars per tag. A plot with nothing to draw for any tag still appears, saying which run
-would fill it."""
+would fill it. Every value axis starts at zero, so that a ratio read off a plot is the real one
+(an axis zoomed on the points makes a 3 % difference look like 3x); a plot whose tags each have
+one point draws labelled bars, not lines."""
 
 from __future__ import annotations
 
@@ -27,13 +29,28 @@ class Plot:
     png: bytes
 
 
-def _lines(axes: Axes, lines: list[tuple[str, list[Point]]], marker: str = "o") -> bool:
-    drawn = False
-    for tag, points in lines:
-        if points:
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.3g}"
+
+
+def _lines(axes: Axes, lines: list[tuple[str, list[Point]]], marker: str = "o", *, bar_x: str = "") -> bool:
+    """One line per tag from zero; where every tag has one point at most, one labelled bar per tag
+    (its x said under it as "at X ``bar_x``")."""
+    shown = [(tag, points) for tag, points in lines if points]
+    if not shown:
+        return False
+    if all(len(points) == 1 for _, points in shown):
+        for index, (tag, (point,)) in enumerate(shown):
+            bars = axes.bar(index, point.y, label=tag, color=f"C{index}")
+            axes.bar_label(bars, labels=[_figure(point.y)])
+        axes.set_xticks(range(len(shown)), [f"{tag}\nat {_figure(points[0].x)} {bar_x}" for tag, points in shown])
+        axes.set_xlabel("")
+    else:
+        for tag, points in shown:
             axes.plot([p.x for p in points], [p.y for p in points], marker=marker, label=tag)
-            drawn = True
-    return drawn
+        axes.set_xlim(left=0)
+    axes.set_ylim(bottom=0)
+    return True
 
 
 def _ecdf(axes: Axes, samples: list[tuple[str, list[float]]]) -> bool:
@@ -43,12 +60,16 @@ def _ecdf(axes: Axes, samples: list[tuple[str, list[float]]]) -> bool:
             ordered = np.sort(np.asarray(values, dtype=float))
             axes.step(ordered, np.arange(1, len(ordered) + 1) / len(ordered), where="post", label=tag)
             drawn = True
+    if drawn:
+        axes.set_xlim(left=0)
+        axes.set_ylim(0, 1.02)
     return drawn
 
 
-def _draw(name: str, title: str, *, axes_labels: tuple[str, str], empty: str, paint: Callable[[Axes], bool]) -> Plot:
-    figure = Figure(figsize=SIZE, dpi=DPI)
-    axes = figure.subplots()
+def figure(title: str, *, axes_labels: tuple[str, str], empty: str, paint: Callable[[Axes], bool]) -> Figure:
+    """One plot as a matplotlib Figure (what :func:`plots` encodes as PNG)."""
+    drawn = Figure(figsize=SIZE, dpi=DPI)
+    axes = drawn.subplots()
     axes.set_title(title)
     axes.set_xlabel(axes_labels[0])
     axes.set_ylabel(axes_labels[1])
@@ -57,10 +78,14 @@ def _draw(name: str, title: str, *, axes_labels: tuple[str, str], empty: str, pa
         axes.legend()
     else:
         axes.text(0.5, 0.5, empty, ha="center", va="center", transform=axes.transAxes, wrap=True)
-    figure.tight_layout()
+    drawn.tight_layout()
+    return drawn
+
+
+def _png(drawn: Figure) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", metadata={"Software": None})
-    return Plot(name, title, buffer.getvalue())
+    drawn.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
 
 
 def _bars(axes: Axes, values: list[tuple[str, float | None]]) -> bool:
@@ -72,6 +97,14 @@ def _bars(axes: Axes, values: list[tuple[str, float | None]]) -> bool:
     return True
 
 
+def _pool(series: TagSeries) -> str:
+    """The KV plot's legend: the tag and its pool, since a percent means little without it (a CPU
+    server's pool of 349,440 tokens is 0.2 % used by a few short requests)."""
+    if series.kv_pool_tokens is None:
+        return series.tag
+    return f"{series.tag} (pool {series.kv_pool_tokens:,} tokens)"
+
+
 # Each plot: file name, title, axis labels, what it says when no tag has data, and how it draws.
 SPECS: list[tuple[str, str, tuple[str, str], str, Callable[[Axes, list[TagSeries]], bool]]] = [
     (
@@ -79,7 +112,7 @@ SPECS: list[tuple[str, str, tuple[str, str], str, Callable[[Axes, list[TagSeries
         "Aggregate output against concurrency",
         ("concurrent streams", "output tok/s"),
         "no sweep run (bench run sweep)",
-        lambda axes, tags: _lines(axes, [(t.tag, t.throughput) for t in tags]),
+        lambda axes, tags: _lines(axes, [(t.tag, t.throughput) for t in tags], bar_x="streams"),
     ),
     (
         "ttft",
@@ -100,14 +133,14 @@ SPECS: list[tuple[str, str, tuple[str, str], str, Callable[[Axes, list[TagSeries
         "TTFT p50 against prompt length, one stream",
         ("prompt tokens", "TTFT p50 ms"),
         "no one-stream level (bench run single, or context)",
-        lambda axes, tags: _lines(axes, [(t.tag, t.ttft_by_context) for t in tags]),
+        lambda axes, tags: _lines(axes, [(t.tag, t.ttft_by_context) for t in tags], bar_x="prompt tokens"),
     ),
     (
         "kv_usage",
         "KV pool usage over the newest run, its levels end to end",
-        ("seconds", "KV pool used, percent"),
+        ("seconds", "KV pool used, percent of its blocks"),
         "the server reported no KV usage (vLLM does; llama.cpp and Ollama do not)",
-        lambda axes, tags: _lines(axes, [(t.tag, t.kv_usage) for t in tags], marker=""),
+        lambda axes, tags: _lines(axes, [(_pool(t), t.kv_usage) for t in tags], marker=""),
     ),
     (
         "spec_decode",
@@ -119,13 +152,18 @@ SPECS: list[tuple[str, str, tuple[str, str], str, Callable[[Axes, list[TagSeries
 ]
 
 
-def plots(tags: list[TagSeries]) -> list[Plot]:
-    """Every plot of the report, in the order the page shows them."""
+def figures(tags: list[TagSeries]) -> list[tuple[str, str, Figure]]:
+    """Every plot of the report as a Figure, with its file name and title, in the page's order."""
     drawn = []
     for name, title, labels, empty, paint in SPECS:
 
         def on(axes: Axes, paint: Callable[[Axes, list[TagSeries]], bool] = paint) -> bool:
             return paint(axes, tags)
 
-        drawn.append(_draw(name, title, axes_labels=labels, empty=empty, paint=on))
+        drawn.append((name, title, figure(title, axes_labels=labels, empty=empty, paint=on)))
     return drawn
+
+
+def plots(tags: list[TagSeries]) -> list[Plot]:
+    """Every plot of the report, in the order the page shows them."""
+    return [Plot(name, title, _png(drawn)) for name, title, drawn in figures(tags)]

@@ -13,14 +13,7 @@ from bench.cli import main
 from bench.measure.capacity import result as capacity_results
 from bench.measure.compare import store
 from bench.measure.report import data as report_data
-from tests.synthetic_runs import Shape, file_run, make_run, report_results
-
-
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("results")
-    report_results(folder)
-    return folder
+from tests.synthetic_runs import Shape, file_run, make_run
 
 
 def test_the_card_holds_the_tags_figures(results: Path) -> None:
