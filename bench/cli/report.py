@@ -24,7 +24,8 @@ capacity from its latest `bench capacity`, time to first answer with thinking on
 checks of its latest `bench probe`, tokens per joule and energy per million tokens where NVML
 measured them), printed here and on the page; and the plots of all tags together: throughput
 against concurrency, TTFT and inter-token distributions, TTFT against prompt length, KV pool usage
-over time, speculative-decoding acceptance. Beside each plot, `bench compare`'s verdicts on what it
+over time, per-user decode against aggregate output with the Pareto frontier over every tag and
+level, speculative-decoding acceptance. Beside each plot, `bench compare`'s verdicts on what it
 draws, every later TAG against the first (or why none applies). Every value axis starts at zero;
 a plot with one point per tag draws bars. Untrusted and partial runs are left out unless asked for.
 """

@@ -16,7 +16,7 @@ from tests.synthetic_runs import report_results
 
 pytestmark = pytest.mark.integration
 SCREENSHOT = REPO / "build" / "artifacts" / "report" / "report.png"
-PLOTS = ["throughput", "ttft", "itl", "ttft_context", "kv_usage", "spec_decode"]
+PLOTS = ["throughput", "ttft", "itl", "ttft_context", "kv_usage", "pareto", "spec_decode"]
 
 
 def test_the_report_page_shows_every_plot_and_card_in_chromium(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """What ``bench report`` draws and prints, gathered from each tag's result files: throughput
 against concurrency, the TTFT and inter-token distributions, TTFT against prompt length, the KV
-pool's usage over time, speculative-decoding acceptance, and the tag's capability card.
+pool's usage over time, the per-user against aggregate trade-off (:mod:`.pareto`),
+speculative-decoding acceptance, and the tag's capability card.
 
 Figures over several runs of a tag are medians over its runs; distributions pool the measured
 requests of every run (the same warm-up and window as ``bench run``).
@@ -8,11 +9,13 @@ requests of every run (the same warm-up and window as ``bench run``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
 from bench.measure.capacity.result import CapacityResult, describe
 from bench.measure.compare.store import StoredRun
+from bench.measure.report import pareto
+from bench.measure.report.pareto import ParetoPoint
 from bench.measure.run import levels, results
 from bench.measure.run.results import LevelResult
 
@@ -39,6 +42,7 @@ class TagSeries:
     kv_usage: list[Point]  # the newest run that scraped it, its levels end to end: seconds -> percent used
     spec_acceptance: float | None  # accepted draft tokens over proposed ones, over every level
     kv_pool_tokens: int | None = None  # that run's pool: vLLM's blocks times their size, when it said
+    pareto: list[ParetoPoint] = field(default_factory=list)  # sweep levels: aggregate against per-user
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,7 @@ def series(tag: str, stored: list[StoredRun]) -> TagSeries:
         kv_usage=kv,
         spec_acceptance=median(acceptance) if acceptance else None,
         kv_pool_tokens=pool,
+        pareto=pareto.points(tag, stored),
     )
 
 

@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from bench.measure.report.data import Point, TagSeries
+from bench.measure.report.pareto import ParetoPoint, frontier
 
 SIZE = (7.0, 4.0)
 DPI = 100
@@ -97,6 +98,40 @@ def _bars(axes: Axes, values: list[tuple[str, float | None]]) -> bool:
     return True
 
 
+def _pareto(axes: Axes, tags: list[TagSeries]) -> bool:
+    """Each tag's sweep levels as points labelled by their streams, joined in order; the frontier
+    over every tag as a dashed step line through its points, circled."""
+    every: list[ParetoPoint] = [point for series in tags for point in series.pareto]
+    if not every:
+        return False
+    for index, series in enumerate(tags):
+        if series.pareto:
+            xs, ys = [p.total_tps for p in series.pareto], [p.user_tps for p in series.pareto]
+            axes.plot(xs, ys, marker="o", label=series.tag, color=f"C{index}")
+            for point in series.pareto:
+                axes.annotate(
+                    f"c={point.streams}",
+                    (point.total_tps, point.user_tps),
+                    textcoords="offset points",
+                    xytext=(4, 4),
+                    fontsize=8,
+                )
+    best = frontier(every)
+    axes.step(
+        [p.total_tps for p in best],
+        [p.user_tps for p in best],
+        where="post",
+        linestyle="--",
+        color="0.3",
+        label="frontier",
+    )
+    axes.scatter([p.total_tps for p in best], [p.user_tps for p in best], s=140, facecolors="none", edgecolors="0.3")
+    axes.margins(0.08, 0.12)  # room for the labels at the edges
+    axes.set_xlim(left=0)
+    axes.set_ylim(bottom=0)
+    return True
+
+
 def _pool(series: TagSeries) -> str:
     """The KV plot's legend: the tag and its pool, since a percent means little without it (a CPU
     server's pool of 349,440 tokens is 0.2 % used by a few short requests)."""
@@ -141,6 +176,13 @@ SPECS: list[tuple[str, str, tuple[str, str], str, Callable[[Axes, list[TagSeries
         ("seconds", "KV pool used, percent of its blocks"),
         "the server reported no KV usage (vLLM does; llama.cpp and Ollama do not)",
         lambda axes, tags: _lines(axes, [(_pool(t), t.kv_usage) for t in tags], marker=""),
+    ),
+    (
+        "pareto",
+        "What one user gets against what the box serves (sweep levels)",
+        ("aggregate output tok/s", "per-stream decode tok/s, p50"),
+        "no sweep run (bench run sweep)",
+        _pareto,
     ),
     (
         "spec_decode",

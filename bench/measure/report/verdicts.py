@@ -30,6 +30,8 @@ TESTED: dict[str, tuple[tuple[str, ...], Callable[[LevelKey], bool]]] = {
 }
 # The plots no test stands behind, and why.
 UNTESTED = {
+    "pareto": "not tested as a whole: each point is a median over the tag's runs; bench compare tests its two "
+    "figures level by level (aggregate output under the throughput plot)",
     "kv_usage": "not tested: the KV pool's usage is the server's gauge over one run, drawn to show how full it got",
     "spec_decode": "not tested: the acceptance is the server's own counter, a median over the tag's levels",
 }

@@ -64,8 +64,8 @@ def test_report_writes_one_page_with_every_plot_and_the_pngs(
     assert "Capability cards" in printed
     assert re.search(r"decode, one stream, long prompt +[0-9.]+ tok/s at 2,048 tokens +[0-9.]+ tok/s at 2,048", printed)
     assert "2.50" in printed
-    assert f"wrote {out / 'report.html'} and 6 PNGs beside it" in printed
-    names = ["throughput", "ttft", "itl", "ttft_context", "kv_usage", "spec_decode"]
+    assert f"wrote {out / 'report.html'} and 7 PNGs beside it" in printed
+    names = ["throughput", "ttft", "itl", "ttft_context", "kv_usage", "pareto", "spec_decode"]
     assert sorted(path.name for path in out.iterdir()) == sorted([*(f"{name}.png" for name in names), "report.html"])
     page = (out / "report.html").read_text()
     embedded = dict(re.findall(r'data-plot="([a-z_]+)"[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page))

@@ -44,7 +44,7 @@ def test_every_value_axis_starts_at_zero(results: Path) -> None:
     """Close figures (the synthetic tags differ by 15-40 %) are drawn from zero, not zoomed on the points."""
     tags = [report_data.series(tag, store.runs(results, tag)) for tag in ("base", "mtp")]
     drawn = {name: _axes(figure) for name, _, figure in plots.figures(tags)}
-    assert list(drawn) == ["throughput", "ttft", "itl", "ttft_context", "kv_usage", "spec_decode"]
+    assert list(drawn) == ["throughput", "ttft", "itl", "ttft_context", "kv_usage", "pareto", "spec_decode"]
     for name, axes in drawn.items():
         assert axes.get_ylim()[0] == 0, name
     for name in ("throughput", "ttft", "itl", "ttft_context", "kv_usage"):
@@ -111,7 +111,8 @@ def test_each_plot_carries_exactly_compares_verdicts_on_what_it_draws(
     ]
     assert said["kv_usage"][0].startswith("not tested: ")
     assert said["spec_decode"][0].startswith("not tested: ")
-    assert set(TESTED) | {"kv_usage", "spec_decode"} == set(said)
+    assert said["pareto"][0].startswith("not tested as a whole: ")
+    assert set(TESTED) | {"kv_usage", "pareto", "spec_decode"} == set(said)
     # The page prints them under each plot.
     out = tmp_path / "report"
     assert main(["report", "base", "mtp", "--results-dir", str(results), "--out", str(out)]) == 0
