@@ -9,12 +9,14 @@ from pathlib import Path
 from rich.console import Console
 
 from bench import signals
+from bench.cli import repeat
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
-from bench.errors import BenchError, EndpointError, UntrustedRun
+from bench.errors import BenchError, ConfigError, EndpointError, UntrustedRun
 from bench.measure.run import progress as report
 from bench.measure.run.benchmark import Progress as Hooks
 from bench.measure.run.benchmark import run as run_benchmark
 from bench.measure.run.options import WORKLOADS, RunOptions, options_of, settings_for
+from bench.measure.run.results import RunResult
 from bench.measure.run.workloads import Option, OptionValue
 from bench.measure.target import Target
 from bench.rig.presets import load_presets
@@ -67,6 +69,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     shape.add_argument("--temperature", type=float, default=0.0, help="sampling temperature")
     shape.add_argument("--seed", type=int, default=0, help="seed of the prompt generator (the salt is always fresh)")
+    shape.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the workload N times with the same seed, file each run, then a summary of them under "
+        "RESULTS_DIR/TAG/repeats/: per level and metric the runs' mean, sd, CV, standard error and Student-t "
+        "95%% interval, and the runs that failed, left out",
+    )
     limits = run.add_argument_group("timeouts (a request that runs past one fails with that kind)")
     limits.add_argument(
         "--read-timeout",
@@ -143,13 +154,37 @@ def _weight_bytes_per_gpu(target: Target, config_dir: Path | None) -> float | No
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
-    """bench run: measure, write the result file, print the summary table."""
+    """bench run: measure, write the result file, print the summary table (with --repeat, N times
+    and a summary of the runs)."""
+    if args.repeat < 1:
+        raise ConfigError(f"--repeat: {args.repeat} runs; give 1 or more")
     options = _run_options(args)
     config_dir = config_dir_of(args)
     target = resolve_target(args, config_dir)
     options = dataclasses.replace(options, weight_bytes_per_gpu=_weight_bytes_per_gpu(target, config_dir))
     err = Console(stderr=True)
     err.print(f"bench: {target.base_url} ({target.engine}), tag {target.tag}, results in {options.results_dir}")
+    if args.repeat > 1:
+        return repeat.command(
+            target,
+            options,
+            args.repeat,
+            measure=lambda: measure(target, options, console, err),
+            verdict=verdict,
+            console=console,
+        )
+    measured = measure(target, options, console, err)
+    if measured is None:
+        return signals.INTERRUPTED
+    problem = verdict(measured[0])
+    if problem is not None:
+        raise problem
+    return 0
+
+
+def measure(target: Target, options: RunOptions, console: Console, err: Console) -> tuple[RunResult, Path] | None:
+    """One run with live progress, its table and file printed; None when interrupted (what was
+    measured before is shown and filed as partial)."""
     progress = report.LiveProgress(err)
     try:
         with progress:
@@ -157,20 +192,25 @@ def command(args: argparse.Namespace, console: Console) -> int:
     except KeyboardInterrupt:
         if not _print_partial(console, progress.hooks):
             err.print(f"bench: {signals.reason()}; nothing written")
-        return signals.INTERRUPTED
+        return None
     except BenchError:
         _print_partial(console, progress.hooks)  # what was measured before the error, then the error
         raise
     report.print_summary(console, result)
     console.print(f"result: {path}", soft_wrap=True)
+    return result, path
+
+
+def verdict(result: RunResult) -> BenchError | None:
+    """Why a finished run failed (failed requests, or not trusted), as the error to raise; None if it did not."""
     failed = result.failed_requests()
     if failed:
-        raise EndpointError(f"{failed}; the result is marked untrusted")
+        return EndpointError(f"{failed}; the result is marked untrusted")
     if not result.trusted:
         reasons = [f"{level.label}: {reason}" for level in result.levels for reason in level.untrusted_because]
         more = f", and {len(reasons) - 1} more above" if len(reasons) > 1 else ""
-        raise UntrustedRun(f"the run is not trusted ({reasons[0]}{more}); the result is marked untrusted")
-    return 0
+        return UntrustedRun(f"the run is not trusted ({reasons[0]}{more}); the result is marked untrusted")
+    return None
 
 
 def _print_partial(console: Console, hooks: Hooks) -> bool:

@@ -14,11 +14,12 @@ from typing import Any
 from bench.documents import Document
 from bench.measure.capacity.result import CAPACITY_FILE
 from bench.measure.probe.result import PROBE_FILE
+from bench.measure.run.repeats import REPEAT_FILE
 from bench.measure.run.results import RESULT_FILE
 from bench.rig import DEPLOYMENT_FILE
 
 REGENERATE = "python -m bench.cli.schemas"
-DOCUMENTS: tuple[Document[Any], ...] = (RESULT_FILE, CAPACITY_FILE, PROBE_FILE, DEPLOYMENT_FILE)
+DOCUMENTS: tuple[Document[Any], ...] = (RESULT_FILE, REPEAT_FILE, CAPACITY_FILE, PROBE_FILE, DEPLOYMENT_FILE)
 
 
 def stale() -> list[Document[Any]]:
