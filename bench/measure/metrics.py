@@ -65,6 +65,11 @@ class RequestRecord:
     answer: str = ""  # the answer's text, kept only by multi-turn workloads
     session: int | None = None  # agent workload: session and turn of this request
     turn: int | None = None
+    # vLLM's per-request speculative decoding (--per-request-spec-decode-metrics, the final usage
+    # chunk's metrics.speculative_decoding): draft tokens accepted and proposed, verify steps.
+    spec_accepted: int | None = field(default=None, metadata=OMIT_IF_NONE)
+    spec_drafted: int | None = field(default=None, metadata=OMIT_IF_NONE)
+    spec_steps: int | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,7 @@ class RequestMetrics:
     queue_client_ms: float | None
     itl_samples: tuple[tuple[float, float], ...]  # (ms per token, weight in tokens)
     icl_samples: tuple[float, ...]  # raw gaps between token events, ms
+    spec_acceptance: float | None = None  # this request's draft tokens accepted over proposed
 
 
 def _carries_token(event: Event, previous_usage: int) -> bool:
@@ -159,6 +165,9 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
         queue_client_ms=None if record.t_sched_ns is None else (record.t_disp_ns - record.t_sched_ns) / NS_PER_MS,
         itl_samples=itl,
         icl_samples=tuple(gaps),
+        spec_acceptance=record.spec_accepted / record.spec_drafted
+        if record.spec_accepted is not None and record.spec_drafted
+        else None,
     )
 
 

@@ -120,6 +120,8 @@ OWNED_FLAGS: Mapping[str, str] = {
     "--chat-template": "vllm_chat_template",
     "--default-chat-template-kwargs": "vllm_default_chat_template_kwargs",
     "--speculative-config": "vllm_mtp",
+    "--enable-per-request-metrics": "vllm_per_request_metrics",
+    "--per-request-spec-decode-metrics": "vllm_per_request_metrics",
     "--hf-overrides": "vllm_rope_override",
 }
 
@@ -163,6 +165,10 @@ def _render(knobs: Mapping[str, Any], *, device: str, model_path: str, chat_temp
     if truthy(knobs["vllm_mtp"]):
         spec = {"method": "mtp", "num_speculative_tokens": int(knobs["vllm_mtp_tokens"])}
         argv.add("vllm_mtp", "--speculative-config", _compact_json(spec))
+    if truthy(knobs["vllm_per_request_metrics"]):
+        argv.add("vllm_per_request_metrics", "--enable-per-request-metrics")
+        if truthy(knobs["vllm_mtp"]):
+            argv.add("vllm_per_request_metrics", "--per-request-spec-decode-metrics", "summary")
     if knobs["vllm_rope_override"]:
         argv.add("vllm_rope_override", "--hf-overrides", _compact_json(knobs["vllm_rope_override"]))
     # The watchdog and bench poll these; one access-log line per poll would drown the journal.

@@ -22,6 +22,9 @@ It answers ``GET /v1/models`` (one model with ``max_model_len``) and
   ``finish_reason``, then the usage chunk, then ``[DONE]``);
 - ``stream_usage``: whether a stream ends with the usage chunk that ``stream_options``
   ``include_usage`` asks for; ``stream_done``: whether it ends with ``[DONE]``.
+- ``spec_accepted``: a plain answer carries vLLM's per-request ``metrics.speculative_decoding``
+  with this many of 40 draft tokens accepted (20 steps of 2), as a server with MTP and
+  ``--per-request-spec-decode-metrics summary`` does; ``None`` sends none (no speculative decoding);
 - ``client_turn``: how an agent client's first turn is answered: ``call`` (its file-writing
   tool), ``reasoning_cut`` (reasoning only, until the answer length runs out) or ``drop`` (the
   connection closed without an answer, as a server that crashes on the request).
@@ -63,6 +66,7 @@ GOOD: dict[str, Any] = {
     "stream_usage": True,
     "stream_done": True,
     "client_turn": "call",
+    "spec_accepted": 30,  # draft tokens accepted of 40 (vLLM's per-request metrics.speculative_decoding)
 }
 ARGUMENTS = {
     "get_weather": {"city": "Paris"},
@@ -179,12 +183,25 @@ class CapabilityServer(LoopbackServer):
             return 400, {"error": {"message": text, "type": "BadRequestError"}}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         choice = {"index": 0, "message": message, "finish_reason": finish}
-        return 200, {
+        document: dict[str, Any] = {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
             "model": behaviour["model"],
             "choices": [choice],
         }
+        accepted = behaviour["spec_accepted"]
+        if accepted is not None:
+            document["metrics"] = {
+                "speculative_decoding": {
+                    "mean_acceptance_length": 1 + accepted / 20,
+                    "draft_acceptance_rate": accepted / 40,
+                    "num_spec_steps": 20,
+                    "num_accepted_draft_tokens": accepted,
+                    "num_draft_tokens": 40,
+                    "num_spec_tokens": 2,
+                }
+            }
+        return 200, document
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self

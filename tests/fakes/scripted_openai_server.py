@@ -29,6 +29,10 @@ scenario, so the harness's metrics can be checked against ground truth:
   concurrency or context, and by a step wide enough that a busy machine's late wake-ups cannot
   move a level across it; with ``slots`` at most that many answers stream at once and the rest
   wait for a free one (their TTFT grows), as llama.cpp's slots do;
+- ``spec_decode``: ``{"num_spec_tokens": K, "steps": [a, b, ...]}`` sends vLLM's per-request
+  speculative decoding (``--per-request-spec-decode-metrics summary``) in the final usage
+  chunk's ``metrics.speculative_decoding``: one verify step per entry, each accepting that many
+  of its K draft tokens (the histogram, rates and counts follow from them, as vLLM computes them);
 - ``requests``: per-request changes of the scenario, keyed by the arrival number of the chat
   completion (``"0"`` is the first, counting the two one-token calibration requests), e.g.
   ``{"4": {"status": 500}, "5": {"truncate_after": 2}, "6": {"itl_ms": 500}}``; any key of the
@@ -90,8 +94,38 @@ DEFAULTS: dict[str, Any] = {
     "close_after_stream": False,
     "stall_after": None,
     "stall_ms": 0.0,
+    "spec_decode": None,
     "requests": {},
 }
+
+
+def _spec_decode(num_spec_tokens: int, steps: list[int]) -> dict[str, Any]:
+    """vLLM's SpeculativeDecodingMetrics of a request whose verify steps accepted ``steps`` drafts each."""
+    accepted, drafted = sum(steps), num_spec_tokens * len(steps)
+    histogram = [sum(1 for step in steps if step == j) for j in range(num_spec_tokens + 1)]
+    return {
+        "mean_acceptance_length": 1 + accepted / len(steps) if steps else 1.0,
+        "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+        "acceptance_histogram": histogram,
+        "num_spec_steps": len(steps),
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": num_spec_tokens,
+    }
+
+
+def _final_chunk(base: dict[str, Any], scenario: dict[str, Any], prompt_tokens: int, sent: int) -> dict[str, Any]:
+    """The last chunk of an answer: its usage, and vLLM's per-request speculative decoding when scripted."""
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": sent,
+        "total_tokens": prompt_tokens + sent,
+        "completion_tokens_details": {"reasoning_tokens": min(sent, scenario["reasoning_tokens"])},
+    }
+    final: dict[str, Any] = {**base, "choices": [], "usage": usage}
+    if scenario["spec_decode"]:
+        final["metrics"] = {"speculative_decoding": _spec_decode(**scenario["spec_decode"])}
+    return final
 
 
 def _chunk(payload: dict[str, Any]) -> bytes:
@@ -233,13 +267,7 @@ async def _events(
             await writer.drain()
     finish = "length" if sent >= max_tokens else "stop"
     writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})))
-    usage = {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": sent,
-        "total_tokens": prompt_tokens + sent,
-        "completion_tokens_details": {"reasoning_tokens": min(sent, scenario["reasoning_tokens"])},
-    }
-    writer.write(_piece(_chunk({**base, "choices": [], "usage": usage})))
+    writer.write(_piece(_chunk(_final_chunk(base, scenario, prompt_tokens, sent))))
     writer.write(_piece(b"data: [DONE]\n\n") + b"0\r\n\r\n")
     await writer.drain()
     if LOG:

@@ -43,6 +43,8 @@ METRICS = (
     Metric("decode_p50", "per-stream decode p50", "decode/stream", "tok/s", True, "decode_tps", 0.5),
     Metric("output_tps", "aggregate output", "output all", "tok/s", True, "output_tps", None),
     Metric("e2e_p50", "E2E p50", "E2E p50", "ms", False, "e2e_ms", 0.5),
+    # Only where vLLM sent its per-request speculative decoding (bench.measure.run.spec_requests).
+    Metric("accept_p50", "per-request draft acceptance p50", "accepted p50", "share", True, "spec_acceptance", 0.5),
 )
 
 
@@ -106,7 +108,7 @@ def _values(stored: StoredRun) -> dict[LevelKey, dict[str, list[float]]]:
         key = (stored.result.workload, level.label, level.tokens.input_target, level.tokens.output_target)
         measured = levels.measured_requests(records, level)
         values: dict[str, list[float]] = {}
-        for name in ("ttft_ms", "ttfo_ms", "tpot_ms", "decode_tps", "e2e_ms"):
+        for name in ("ttft_ms", "ttfo_ms", "tpot_ms", "decode_tps", "e2e_ms", "spec_acceptance"):
             values[name] = [float(getattr(m, name)) for m in measured if getattr(m, name) is not None]
         values["itl_ms"] = [metrics.weighted_percentile(m.itl_samples, 0.5) for m in measured if m.itl_samples]
         output = level.throughput.output_tps

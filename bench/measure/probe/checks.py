@@ -11,7 +11,11 @@ Besides the tool-call checks of :mod:`~bench.measure.probe.tools`:
 - ``response_format_json_schema``: a ``json_schema`` response format: the content parses and
   validates against the schema;
 - ``served_context_matches``: ``/v1/models`` reports the context the deployment configured (not
-  run when either side is not known).
+  run when either side is not known);
+- ``spec_decode_accepts``: with speculative decoding, the answer's per-request
+  ``metrics.speculative_decoding`` (vLLM's ``--per-request-spec-decode-metrics``) accepted at
+  least one draft token: a checkpoint whose MTP head a quantizer dropped drafts garbage and
+  accepts none, which only slows decoding (not run when the server sends no such figures).
 
 Checks run one after another, never concurrently, each with its own deadline.
 """
@@ -143,6 +147,31 @@ async def served_context_matches(probe: Probe) -> Outcome:
     return verdict, f"served {probe.served_context}, expected {expected} ({source})"
 
 
+async def spec_decode_accepts(probe: Probe) -> Outcome:
+    """Speculative decoding accepts drafts: a plain answer of about 100 tokens accepted at least one."""
+    body: JsonObject = {
+        "messages": [{"role": "user", "content": "Count from one to forty in words, separated by commas."}],
+        "max_tokens": 128,
+        "chat_template_kwargs": {"enable_thinking": False},
+    }
+    status, parsed, text = await post_chat(probe, body)
+    if status != 200:
+        raise CheckFailed(f"HTTP {status}: {snippet(error_message(parsed, text), 70)}")
+    metrics = parsed.get("metrics") if isinstance(parsed, dict) else None
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    if not isinstance(spec, dict):
+        return None, "no per-request speculative decoding in the answer (no MTP, or vllm_per_request_metrics off)"
+    accepted, drafted = spec.get("num_accepted_draft_tokens"), spec.get("num_draft_tokens")
+    if not isinstance(accepted, int) or not isinstance(drafted, int) or drafted <= 0:
+        return None, f"no draft tokens counted: {snippet(json.dumps(spec), 80)}"
+    if accepted == 0:
+        return False, (
+            f"0 of {drafted} draft tokens accepted: the checkpoint's MTP head is missing or broken "
+            "(a quantization that drops it); turn vllm_mtp off or use a checkpoint that keeps it"
+        )
+    return True, f"{accepted} of {drafted} draft tokens accepted ({accepted / drafted:.0%})"
+
+
 Check = Callable[[Probe], Awaitable[Outcome]]
 CHECKS: dict[str, Check] = {
     check.__name__: check
@@ -157,6 +186,7 @@ CHECKS: dict[str, Check] = {
         over_context_400,
         response_format_json_schema,
         served_context_matches,
+        spec_decode_accepts,
     )
 }
 

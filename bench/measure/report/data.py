@@ -64,6 +64,7 @@ class Card:
     probes: str
     tokens_per_joule: float | None
     kwh_per_million_tokens: float | None
+    spec_per_request: tuple[float, float] | None = None  # per-request acceptance p50 and pooled, medians over levels
 
 
 def _one_stream(level: LevelResult) -> bool:
@@ -140,6 +141,7 @@ def card(
                 ttft.append((float(level.tokens.input_target), level.latency.ttft_ms.p50))
     by_prompt = _median_by(decode)
     first_ttft = _median_by(ttft)
+    spec = [level.spec_decode_requests for run in stored for level in run.result.levels if level.spec_decode_requests]
     per_joule = [gpu.tokens_per_joule for gpu in energy if gpu.available and gpu.tokens_per_joule]
     tokens_per_joule = median(per_joule) if per_joule else None
     newest = stored[-1]
@@ -158,6 +160,9 @@ def card(
         probes=probes,
         tokens_per_joule=tokens_per_joule,
         kwh_per_million_tokens=1e6 / tokens_per_joule / JOULES_PER_KWH if tokens_per_joule else None,
+        spec_per_request=(median(s.acceptance.p50 for s in spec), median(s.pooled_acceptance for s in spec))
+        if spec
+        else None,
     )
 
 

@@ -50,6 +50,12 @@ def card_rows(card: Card) -> list[tuple[str, str]]:
         ("time to first answer, thinking off", _ms(card.ttfo_thinking_off_ms)),
         ("probes", card.probes),
         (
+            "draft tokens accepted, per request",
+            "not measured (vLLM with MTP and vllm_per_request_metrics)"
+            if card.spec_per_request is None
+            else f"p50 {card.spec_per_request[0]:.0%}, pooled {card.spec_per_request[1]:.0%}",
+        ),
+        (
             "tokens per joule",
             "not measured (no NVML)" if card.tokens_per_joule is None else f"{card.tokens_per_joule:,.2f}",
         ),

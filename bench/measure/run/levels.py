@@ -11,6 +11,7 @@ from typing import Literal
 
 from bench.measure import metrics
 from bench.measure.metrics import RequestMetrics, RequestRecord
+from bench.measure.run import spec_requests
 from bench.measure.run.loops import LevelRun
 from bench.measure.run.results import (
     AgentTurn,
@@ -211,6 +212,7 @@ def level_summary(level: LevelRun) -> LevelResult:
         agent_turns=agent_turns(level) if any(r.turn is not None for r in records) else None,
         per_request_server={str(index): deltas for index, deltas in sorted(level.per_request_server.items())},
         untrusted_because=_trust(level, measured, spec.input_tokens),
+        spec_decode_requests=spec_requests.summarise(records, {m.index for m in measured}),
     )
 
 

@@ -111,10 +111,32 @@ def print_summary(console: Console, result: RunResult) -> None:
         if level.server.backends:  # behind a gateway: each box's share, as its router counted them
             shares = ", ".join(f"{box} {count}" for box, count in level.server.backends.items())
             console.print(f"{level.label}: served by {escape(shares)}", soft_wrap=True)
+    for level in result.levels:
+        if level.spec_decode_requests is not None:
+            console.print(f"{level.label}: {spec_decode_line(level)}", soft_wrap=True)
     _print_facts(console, result)
     if result.partial:
         why = result.stopped_because or "interrupted"
         console.print(f"[yellow]partial: the run stopped early ({escape(why)})[/yellow]", soft_wrap=True)
+
+
+def spec_decode_line(level: LevelResult) -> str:
+    """A level's per-request speculative decoding in words (the server's own counter beside it)."""
+    found = level.spec_decode_requests
+    if found is None:
+        return "no per-request speculative decoding figures"
+    line = (
+        f"draft tokens accepted per request p50 {found.acceptance.p50:.0%} (mean {found.acceptance.mean:.0%}, "
+        f"{found.requests} requests), pooled {found.pooled_acceptance:.0%}"
+    )
+    if found.acceptance_length is not None:
+        line += f", {found.acceptance_length.p50:.2f} tokens per step p50"
+    counter = level.server.derived.spec_decode_acceptance_rate
+    if counter is not None:
+        line += f"; server counter {counter:.0%}"
+    if found.zero_acceptance:
+        line += f"; {found.zero_acceptance} accepted none"
+    return line
 
 
 def _print_turns(console: Console, turns: list[AgentTurn]) -> None:

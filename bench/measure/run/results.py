@@ -32,6 +32,7 @@ from bench.documents import Document
 from bench.measure.metrics import RequestRecord, Summary
 from bench.measure.run.options import RunOptions
 from bench.measure.run.prompts import Calibration
+from bench.measure.run.spec_requests import SpecDecodeRequests
 from bench.measure.telemetry.gpu import GpuAbsent, GpuReport
 from bench.measure.telemetry.ollama import OllamaCrossCheck
 from bench.measure.telemetry.server import Counters, ServerReport
@@ -130,6 +131,9 @@ class LevelResult:
     agent_turns: list[AgentTurn] | None
     per_request_server: dict[str, Counters]  # agent, one session at a time: counters around each request
     untrusted_because: list[str]
+    # vLLM's per-request speculative decoding over the measured requests; absent when the server
+    # sent none (no speculative decoding, --per-request-spec-decode-metrics off, another engine).
+    spec_decode_requests: SpecDecodeRequests | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True)

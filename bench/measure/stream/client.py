@@ -258,6 +258,7 @@ class ChatClient:
         usage = stream.usage or {}
         details = usage.get("completion_tokens_details") or {}
         prompt_details = usage.get("prompt_tokens_details") or {}
+        spec = _spec_decode(stream.server_metrics)
         record = RequestRecord(
             index=index,
             t_disp_ns=t_disp,
@@ -273,6 +274,27 @@ class ChatClient:
             error=error,
             error_message=stream.error_message if error is not None else None,
             answer="".join(stream.text) if keep_text else "",
+            spec_accepted=spec[0],
+            spec_drafted=spec[1],
+            spec_steps=spec[2],
         )
         log.debug("request %s: %s events, error %s", index, len(stream.events), error)
         return record
+
+
+def _count(value: object) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _spec_decode(metrics: dict[str, Any] | None) -> tuple[int | None, int | None, int | None]:
+    """Draft tokens accepted and proposed and verify steps from vLLM's per-request
+    ``metrics.speculative_decoding``; all None when the server sent none (or not as counts)."""
+    spec = (metrics or {}).get("speculative_decoding")
+    if not isinstance(spec, dict):
+        return None, None, None
+    found = (
+        _count(spec.get("num_accepted_draft_tokens")),
+        _count(spec.get("num_draft_tokens")),
+        _count(spec.get("num_spec_steps")),
+    )
+    return found if None not in found else (None, None, None)

@@ -24,6 +24,7 @@ class Stream:
     buffer: bytes = b""
     events: list[Event] = field(default_factory=list)
     usage: dict[str, Any] | None = None
+    server_metrics: dict[str, Any] | None = None  # vLLM's per-request metrics (the final usage chunk)
     finish_reason: str | None = None
     done: bool = False
     error: str | None = None  # "server_error" (an {"error": ...} event) or "malformed"
@@ -88,6 +89,9 @@ def _event_from(payload: dict[str, Any], t_ns: int, stream: Stream, text: list[s
                 stream.finish_reason = finish
     usage = payload.get("usage")
     completion = None
+    metrics = payload.get("metrics")
+    if type(metrics) is dict:
+        stream.server_metrics = metrics
     if type(usage) is dict:
         stream.usage = usage
         if choices:

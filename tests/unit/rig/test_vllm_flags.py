@@ -49,6 +49,22 @@ def test_mtp_renders_compact_speculative_config(rendered_gpu: dict[str, Any]) ->
     assert _value(args, "--speculative-config") == '{"method":"mtp","num_speculative_tokens":2}'
 
 
+def test_per_request_metrics_and_their_spec_decode_part(rendered_gpu: dict[str, Any]) -> None:
+    """vllm_per_request_metrics (on by default) renders --enable-per-request-metrics, and with MTP on
+    --per-request-spec-decode-metrics summary (vLLM only fills it where drafts are made); off, neither."""
+    knobs = rendered_gpu["knobs"]
+    assert knobs["vllm_per_request_metrics"] is True
+    plain = _args(knobs)
+    assert "--enable-per-request-metrics" in plain
+    assert "--per-request-spec-decode-metrics" not in plain
+    assert _value(_args(knobs, vllm_mtp=True), "--per-request-spec-decode-metrics") == "summary"
+    off = _args(knobs, vllm_mtp=True, vllm_per_request_metrics=False)
+    assert not any("per-request" in arg for arg in off)
+    assert flag_owners({**knobs, "vllm_mtp": True}, device="cuda")["--per-request-spec-decode-metrics"] == (
+        "vllm_per_request_metrics"
+    )
+
+
 def test_cpu_drops_gpu_only_flags(rendered_cpu: dict[str, Any]) -> None:
     """The cpu device renders no GPU memory, custom all-reduce, attention backend or fp8 flags."""
     args = _args(rendered_cpu["knobs"], device="cpu")

@@ -53,7 +53,7 @@ def _by_name(result: ProbeResult) -> dict[str, CheckResult]:
 
 
 def test_every_check_passes_against_a_capable_server(fake: CapabilityServer) -> None:
-    """A server that does everything right passes all ten checks, each with a detail line."""
+    """A server that does everything right passes all eleven checks, each with a detail line."""
     result = _probe(fake)
     assert [check.name for check in result.checks] == list(CHECKS)
     assert result.failed == []
@@ -62,6 +62,7 @@ def test_every_check_passes_against_a_capable_server(fake: CapabilityServer) -> 
     assert checks["tool_calls_parallel"].detail.count("get_weather(") == 2
     assert "repo-search.v2(" in checks["tool_name_punctuation"].detail
     assert checks["over_context_400"].detail.startswith("HTTP 400: \"This model's maximum context length")
+    assert checks["spec_decode_accepts"].detail == "30 of 40 draft tokens accepted (75%)"
     assert result.model == "capable"
 
 
@@ -168,6 +169,37 @@ def test_a_hanging_answer_fails_within_the_timeout() -> None:
         server.stop()
     (check,) = result.checks
     assert (check.passed, check.detail) == (False, "no answer within 0.5 s")
+
+
+@pytest.mark.parametrize(
+    ("accepted", "outcome", "detail"),
+    [
+        (0, (True, False), "0 of 40 draft tokens accepted: the checkpoint's MTP head is missing or broken"),
+        (
+            None,
+            (False, False),
+            "no per-request speculative decoding in the answer (no MTP, or vllm_per_request_metrics",
+        ),
+    ],
+)
+def test_an_mtp_run_that_accepts_no_draft_fails_and_none_sent_is_not_run(
+    accepted: int | None, outcome: tuple[bool, bool], detail: str
+) -> None:
+    """Drafts all rejected (a quantizer dropped the MTP head): the check fails and names vllm_mtp;
+    no per-request figures (no speculative decoding): not run, and it gates nothing."""
+    server = CapabilityServer(spec_accepted=accepted)
+    try:
+        result = asyncio.run(run_probe(_target(server), Expectations(), ["spec_decode_accepts"], 30))
+    finally:
+        server.stop()
+    (check,) = result.checks
+    assert (check.ran, check.passed) == outcome
+    assert check.detail.startswith(detail)
+    if accepted == 0:
+        assert "vllm_mtp" in check.detail
+        assert [failed.name for failed in result.unexpected] == ["spec_decode_accepts"]
+    else:
+        assert result.failed == []
 
 
 def test_an_unknown_context_is_not_run_and_gates_nothing(fake: CapabilityServer) -> None:
