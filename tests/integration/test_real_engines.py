@@ -131,6 +131,7 @@ def start_vllm(log: Path, *, kv_space_gib: int = 1, max_model_len: int = 2048, e
         "--enforce-eager",
         "--chat-template",
         str(REPO / "roles" / "vllm" / "files" / "chat-templates" / "chatml.jinja"),
+        "--enable-per-request-metrics",  # the role's vllm_per_request_metrics, on by default
         *extra,
     ]
     return Server(command, env, log, port, 420)
@@ -191,6 +192,9 @@ def test_vllm_single_and_sweep(vllm: Server, tmp_path: Path) -> None:
     assert bucketed["n"] == 4  # the server's own TTFT histogram, for exactly this level's requests
     assert bucketed["p50"] > 0
     assert level["untrusted_because"] == []
+    # Each answer's last chunk carries vLLM's per-request timings (--enable-per-request-metrics);
+    # without speculative decoding it has no acceptance figures, and the level none.
+    assert "spec_decode_requests" not in level
     sweep = _bench(vllm, tmp_path / "sweep", "sweep", "--concurrency", "1", "2", "--requests", "4")
     _common(sweep, 2)
     # The gauges are sampled once a second during the level (about 4 s here). Their values are

@@ -105,6 +105,8 @@ def _values(stored: StoredRun) -> dict[LevelKey, dict[str, list[float]]]:
     found: dict[LevelKey, dict[str, list[float]]] = {}
     by_level = results.records_by_level(stored.result)
     for level, records in zip(stored.result.levels, by_level, strict=True):
+        if level.saturated is not None:  # no steady state to compare (bench.measure.run.saturation)
+            continue
         key = (stored.result.workload, level.label, level.tokens.input_target, level.tokens.output_target)
         measured = levels.measured_requests(records, level)
         values: dict[str, list[float]] = {}

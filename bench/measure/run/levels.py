@@ -213,6 +213,7 @@ def level_summary(level: LevelRun) -> LevelResult:
         per_request_server={str(index): deltas for index, deltas in sorted(level.per_request_server.items())},
         untrusted_because=_trust(level, measured, spec.input_tokens),
         spec_decode_requests=spec_requests.summarise(records, {m.index for m in measured}),
+        saturated=level.saturated,
     )
 
 

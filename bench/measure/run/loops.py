@@ -15,6 +15,7 @@ Records are appended to the level as they complete, so an interrupted run keeps 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import gc
@@ -30,6 +31,7 @@ import httpx
 from bench.codec import JsonObject
 from bench.errors import EndpointProtocolError
 from bench.measure.metrics import RequestRecord
+from bench.measure.run import saturation
 from bench.measure.run.prompts import AgentScript, Calibration, PromptFactory
 from bench.measure.stream.client import ChatClient
 from bench.measure.telemetry import server
@@ -78,6 +80,7 @@ class LevelRun:
     server: ServerReport | None = None  # set when the level's closing scrape is done
     complete: bool = False
     per_request_server: dict[int, Counters] = field(default_factory=dict)
+    saturated: str | None = None  # open loop: why it was stopped as over-saturated (bench.measure.run.saturation)
 
 
 async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
@@ -129,7 +132,7 @@ async def run_level(
         if spec.rate is None:
             await _closed_loop(spec, first_index, one)
         else:
-            await _open_loop(spec, first_index, one)
+            await _open_loop(spec, first_index, one, level)
 
 
 @contextlib.asynccontextmanager
@@ -186,25 +189,61 @@ async def _closed_loop(spec: LevelSpec, first: int, one: Callable[[int], Awaitab
     await _together([worker() for _ in range(spec.streams)])
 
 
-async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awaitable[None]]) -> None:
+async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awaitable[None]], level: LevelRun) -> None:
     """Poisson arrivals at ``rate``: each request is sent at its scheduled time (or as soon as one
-    of ``max_in_flight`` slots frees up; the wait is recorded as client queue time)."""
+    of ``max_in_flight`` slots frees up; the wait is recorded as client queue time). Twice a second
+    the level is tested for over-saturation; when it is, the requests not yet sent are dropped
+    and those in flight finish."""
     assert spec.rate is not None
     generator = random.Random(spec.seed)
     slots = asyncio.Semaphore(spec.in_flight)
     start = time.perf_counter_ns()
     offset = 0.0
+    schedule: list[int] = []
+    stop = asyncio.Event()  # set when the level is found over-saturated: send nothing more
 
     async def scheduled(index: int, at_ns: int) -> None:
-        await asyncio.sleep(max(0.0, (at_ns - time.perf_counter_ns()) / 1e9))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(0.0, (at_ns - time.perf_counter_ns()) / 1e9))
+        if stop.is_set():
+            return
         async with slots:
-            await one(index, at_ns)
+            if not stop.is_set():
+                await one(index, at_ns)
 
     arrivals = []
     for index in range(first, first + spec.requests):
-        arrivals.append(scheduled(index, start + int(offset * 1e9)))
+        schedule.append(start + int(offset * 1e9))
+        arrivals.append(scheduled(index, schedule[-1]))
         offset += generator.expovariate(spec.rate)
-    await _together(arrivals)
+    watch = asyncio.ensure_future(_watch_saturation(level, start, schedule, stop))
+    try:
+        await _together(arrivals)
+    finally:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+
+
+async def _watch_saturation(level: LevelRun, start: int, schedule: list[int], stop: asyncio.Event) -> None:
+    """Every SAMPLE_S: how many requests are outstanding (scheduled, not answered), then the test."""
+    outstanding: list[tuple[float, float]] = []
+    while level.saturated is None:
+        await asyncio.sleep(saturation.SAMPLE_S)
+        now = time.perf_counter_ns()
+        due = bisect.bisect_right(schedule, now)
+        outstanding.append(((now - start) / 1e9, float(due - len(level.records))))
+        waits = [
+            ((record.t_sched_ns - start) / 1e9, (first - record.t_sched_ns) / 1e6)
+            for record in level.records
+            if record.error is None and record.t_sched_ns is not None and (first := _first_token_ns(record)) is not None
+        ]
+        level.saturated = saturation.verdict(outstanding, sorted(waits))
+    stop.set()
+
+
+def _first_token_ns(record: RequestRecord) -> int | None:
+    """When the first event that carried output (answer, reasoning or a tool call) came."""
+    return next((e.t_ns for e in record.events if e.content_chars or e.reasoning_chars or e.tool_call), None)
 
 
 @dataclass(frozen=True, slots=True)

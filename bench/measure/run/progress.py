@@ -107,17 +107,30 @@ def print_summary(console: Console, result: RunResult) -> None:
     for level in result.levels:
         if level.agent_turns:
             _print_turns(console, level.agent_turns)
+    _level_notes(console, result)
+    _print_facts(console, result)
+    if result.partial:
+        why = result.stopped_because or "interrupted"
+        console.print(f"[yellow]partial: the run stopped early ({escape(why)})[/yellow]", soft_wrap=True)
+
+
+def _level_notes(console: Console, result: RunResult) -> None:
+    """Under the table: the boxes that served each level, a level stopped as saturated, and the
+    per-request speculative decoding."""
     for level in result.levels:
         if level.server.backends:  # behind a gateway: each box's share, as its router counted them
             shares = ", ".join(f"{box} {count}" for box, count in level.server.backends.items())
             console.print(f"{level.label}: served by {escape(shares)}", soft_wrap=True)
     for level in result.levels:
+        if level.saturated is not None:
+            sent = f"{level.requests.total} of {result.options.requests}"  # the rate workload's requests a level
+            console.print(
+                f"[yellow]{level.label}: {escape(level.saturated)}; stopped after {sent} requests[/yellow]",
+                soft_wrap=True,
+            )
+    for level in result.levels:
         if level.spec_decode_requests is not None:
             console.print(f"{level.label}: {spec_decode_line(level)}", soft_wrap=True)
-    _print_facts(console, result)
-    if result.partial:
-        why = result.stopped_because or "interrupted"
-        console.print(f"[yellow]partial: the run stopped early ({escape(why)})[/yellow]", soft_wrap=True)
 
 
 def spec_decode_line(level: LevelResult) -> str:

@@ -134,6 +134,9 @@ class LevelResult:
     # vLLM's per-request speculative decoding over the measured requests; absent when the server
     # sent none (no speculative decoding, --per-request-spec-decode-metrics off, another engine).
     spec_decode_requests: SpecDecodeRequests | None = field(default=None, metadata=OMIT_IF_NONE)
+    # Open loop: why the level was stopped as over-saturated (bench.measure.run.saturation); it
+    # has no steady state, and bench compare leaves it out.
+    saturated: str | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True)
