@@ -15,7 +15,6 @@ Records are appended to the level as they complete, so an interrupted run keeps 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import dataclasses
 import gc
@@ -225,25 +224,9 @@ async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awai
 
 
 async def _watch_saturation(level: LevelRun, start: int, schedule: list[int], stop: asyncio.Event) -> None:
-    """Every SAMPLE_S: how many requests are outstanding (scheduled, not answered), then the test."""
-    outstanding: list[tuple[float, float]] = []
-    while level.saturated is None:
-        await asyncio.sleep(saturation.SAMPLE_S)
-        now = time.perf_counter_ns()
-        due = bisect.bisect_right(schedule, now)
-        outstanding.append(((now - start) / 1e9, float(due - len(level.records))))
-        waits = [
-            ((record.t_sched_ns - start) / 1e9, (first - record.t_sched_ns) / 1e6)
-            for record in level.records
-            if record.error is None and record.t_sched_ns is not None and (first := _first_token_ns(record)) is not None
-        ]
-        level.saturated = saturation.verdict(outstanding, sorted(waits))
+    """Mark the level over-saturated once :func:`saturation.watch` finds it so, and stop the sends."""
+    level.saturated = await saturation.watch(level.records, start, schedule)
     stop.set()
-
-
-def _first_token_ns(record: RequestRecord) -> int | None:
-    """When the first event that carried output (answer, reasoning or a tool call) came."""
-    return next((e.t_ns for e in record.events if e.content_chars or e.reasoning_chars or e.tool_call), None)
 
 
 @dataclass(frozen=True, slots=True)

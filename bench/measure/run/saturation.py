@@ -8,10 +8,15 @@ flight finish, and marks the level ``saturated``; ``bench compare`` leaves it ou
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import math
+import time
 from dataclasses import dataclass
 
 from scipy import stats as scipy_stats
+
+from bench.measure.metrics import RequestRecord
 
 ALPHA = 0.01  # one-sided, each slope: both must pass, so a level that is not saturated is stopped rarely
 MIN_POINTS = 10  # of each series, before the test is made (samples of the queue; answered requests)
@@ -55,3 +60,28 @@ def verdict(outstanding: list[tuple[float, float]], first_token_ms: list[tuple[f
         f"over-saturated: requests outstanding rise {queue.per_s:+.2f}/s (p {queue.p:.2g}) and the wait for the "
         f"first token {wait.per_s:+,.0f} ms/s (p {wait.p:.2g}); the server cannot keep up with this rate"
     )
+
+
+async def watch(records: list[RequestRecord], start: int, schedule: list[int]) -> str:
+    """Every :data:`SAMPLE_S` until the level is over-saturated, then why: how many requests are
+    outstanding (``schedule``'s send times that have passed, less the ``records`` answered, which
+    the level appends to as they finish), and the wait from each answered request's scheduled time
+    to its first token. Runs until cancelled when the level never saturates."""
+    outstanding: list[tuple[float, float]] = []
+    while True:
+        await asyncio.sleep(SAMPLE_S)
+        now = time.perf_counter_ns()
+        outstanding.append(((now - start) / 1e9, float(bisect.bisect_right(schedule, now) - len(records))))
+        waits = [
+            ((record.t_sched_ns - start) / 1e9, (first - record.t_sched_ns) / 1e6)
+            for record in records
+            if record.error is None and record.t_sched_ns is not None and (first := _first_token_ns(record)) is not None
+        ]
+        found = verdict(outstanding, sorted(waits))
+        if found is not None:
+            return found
+
+
+def _first_token_ns(record: RequestRecord) -> int | None:
+    """When the first event that carried output (answer, reasoning or a tool call) came."""
+    return next((e.t_ns for e in record.events if e.content_chars or e.reasoning_chars or e.tool_call), None)
