@@ -61,9 +61,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     shape.add_argument("--requests", type=int, default=20, help="requests per level (at least 4 per concurrent stream)")
     for uses in options_of().values():
         option = uses[0][1]
-        shape.add_argument(
-            option.flag, type=option.kind, nargs="+" if option.many else None, default=None, help=_help(uses)
-        )
+        if option.kind is bool:
+            shape.add_argument(option.flag, action=argparse.BooleanOptionalAction, default=None, help=_help(uses))
+        else:
+            shape.add_argument(
+                option.flag, type=option.kind, nargs="+" if option.many else None, default=None, help=_help(uses)
+            )
     shape.add_argument(
         "--no-fixed-output", action="store_true", help="let the model stop early (no min_tokens/ignore_eos)"
     )
@@ -100,6 +103,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _shown(value: OptionValue) -> str:
     values = value if isinstance(value, tuple) else (value,)
+    if isinstance(value, bool):
+        return "on" if value else "off"
     return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
 
 

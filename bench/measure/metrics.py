@@ -44,6 +44,15 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call of an answer, as the client sends it back: its id, the tool, the arguments' JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class RequestRecord:
     """Everything the client saw of one request; timestamps are perf_counter_ns values."""
 
@@ -70,6 +79,8 @@ class RequestRecord:
     spec_accepted: int | None = field(default=None, metadata=OMIT_IF_NONE)
     spec_drafted: int | None = field(default=None, metadata=OMIT_IF_NONE)
     spec_steps: int | None = field(default=None, metadata=OMIT_IF_NONE)
+    # The answer's tool calls, kept with its text by the agent workload (None: not kept).
+    tool_calls: tuple[ToolCall, ...] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True)

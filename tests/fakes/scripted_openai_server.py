@@ -33,6 +33,10 @@ scenario, so the harness's metrics can be checked against ground truth:
   speculative decoding (``--per-request-spec-decode-metrics summary``) in the final usage
   chunk's ``metrics.speculative_decoding``: one verify step per entry, each accepting that many
   of its K draft tokens (the histogram, rates and counts follow from them, as vLLM computes them);
+- ``tool_calls``: K: a request that offers ``tools`` (``tool_choice`` not ``none``) is answered
+  with K tool calls instead of content, streamed as vLLM does (the first piece of a call brings
+  its id, type and name, the arguments follow in pieces; ``finish_reason: tool_calls``); call k
+  calls the offered tool k (mod the number offered) with ``{"path": "<its words>"}``;
 - ``requests``: per-request changes of the scenario, keyed by the arrival number of the chat
   completion (``"0"`` is the first, counting the two one-token calibration requests), e.g.
   ``{"4": {"status": 500}, "5": {"truncate_after": 2}, "6": {"itl_ms": 500}}``; any key of the
@@ -42,7 +46,9 @@ scenario, so the harness's metrics can be checked against ground truth:
 - ``event_log``: a file that gets one JSON line per answered request: the first words of its
   prompt (``key``), its arrival and every token event's send time with ``time.perf_counter_ns``
   (taken just before the write; the same monotonic clock as the client's on Linux), and the
-  tokens each carried: the ground truth the tests compare the harness with.
+  tokens each carried, and of the request: its prompt tokens, its messages' roles, its
+  ``tool_choice`` and the word count of each ``tool`` message: the ground truth the tests
+  compare the harness with.
 
 ``ollama`` adds Ollama's native ``GET /api/version`` and ``POST /api/chat`` (not streamed),
 whose nanosecond timings follow the same script. ``GET /v1/models`` lists ``model`` with
@@ -95,6 +101,7 @@ DEFAULTS: dict[str, Any] = {
     "stall_after": None,
     "stall_ms": 0.0,
     "spec_decode": None,
+    "tool_calls": 0,
     "requests": {},
 }
 
@@ -171,9 +178,46 @@ STREAMS = itertools.count()
 CHATS = itertools.count()  # arrival number of each chat completion, the key of ``requests``
 
 
+def _words(message: dict[str, Any]) -> int:
+    """A message's words: its content's, and its tool calls' arguments'."""
+    calls = message.get("tool_calls") or []
+    content = message.get("content") or ""
+    return len(str(content).split()) + sum(len(call["function"]["arguments"].split()) for call in calls)
+
+
 def _prompt_tokens(request: dict[str, Any], scenario: dict[str, Any]) -> int:
-    words = sum(len(str(message.get("content", "")).split()) for message in request.get("messages", []))
-    return int(words + scenario["template_tokens"])
+    return int(sum(map(_words, request.get("messages", []))) + scenario["template_tokens"])
+
+
+CALL_IDS = itertools.count()
+
+
+class _Calls:
+    """The tool calls of one answer (``tool_calls`` of the scenario, when the request offers tools):
+    event e of its ``events`` belongs to call e * count // events."""
+
+    def __init__(self, request: dict[str, Any], scenario: dict[str, Any], events: int) -> None:
+        offered = request.get("tools") and request.get("tool_choice") != "none"
+        self.tools = request.get("tools") or []
+        self.count = min(int(scenario["tool_calls"]), events) if offered else 0
+        self.events, self.current = events, -1
+
+    def delta(self, event: int, tokens: int, *, last: bool) -> dict[str, Any]:
+        """The delta of one event: closes the calls before this one, opens this one or adds to it."""
+        call, words = event * self.count // self.events, " word" * tokens
+        pieces: list[dict[str, Any]] = []
+        if self.current >= 0:
+            pieces += [{"index": k, "function": {"arguments": '"}'}} for k in range(self.current, call)]
+        if call != self.current:
+            name = self.tools[call % len(self.tools)]["function"]["name"]
+            function = {"name": name, "arguments": '{"path": "' + words.strip()}
+            pieces.append({"index": call, "id": f"call_{next(CALL_IDS)}", "type": "function", "function": function})
+        else:
+            pieces.append({"index": call, "function": {"arguments": words}})
+        if last:
+            pieces.append({"index": call, "function": {"arguments": '"}'}})
+        self.current = call
+        return {"tool_calls": pieces}
 
 
 async def _stream(
@@ -226,6 +270,7 @@ async def _events(
     max_tokens = _max_tokens(request, 1 << 30)
     base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": scenario["model"]}
     per_event = scenario["tokens_per_event"]
+    calls = _Calls(request, scenario, -(-total // per_event))
     sent, event, log = 0, 0, []
     burst: list[bytes] = []  # events written together (``burst_events``), sent at the first one's time
     while sent < total:
@@ -248,7 +293,9 @@ async def _events(
         delta: dict[str, Any] = {}
         if reasoning:
             delta[scenario["reasoning_field"]] = " think" * reasoning
-        if count - reasoning:
+        if calls.count:
+            delta = calls.delta(event, count, last=sent + count >= total)
+        elif count - reasoning:
             delta["content"] = " word" * (count - reasoning)
         sent += count
         payload: dict[str, Any] = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
@@ -265,15 +312,24 @@ async def _events(
             writer.write(b"".join(burst))
             burst.clear()
             await writer.drain()
-    finish = "length" if sent >= max_tokens else "stop"
+    finish = "tool_calls" if calls.count else "length" if sent >= max_tokens else "stop"
     writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})))
     writer.write(_piece(_chunk(_final_chunk(base, scenario, prompt_tokens, sent))))
     writer.write(_piece(b"data: [DONE]\n\n") + b"0\r\n\r\n")
     await writer.drain()
     if LOG:
-        key = " ".join(content.split()[:11])
-        LOG[0].write(json.dumps({"key": key, "arrived_ns": arrived_ns, "sent": log}) + "\n")
+        _log(request, " ".join(content.split()[:11]), arrived_ns, log, prompt_tokens)
     return True
+
+
+def _log(request: dict[str, Any], key: str, arrived_ns: int, sent: list[Any], prompt_tokens: int) -> None:
+    """One line of the event log: the request's key, arrival and token events, and what it carried."""
+    messages = request.get("messages", [])
+    entry = {"key": key, "arrived_ns": arrived_ns, "sent": sent, "prompt_tokens": prompt_tokens}
+    entry["roles"] = [message.get("role") for message in messages]
+    entry["tool_choice"] = request.get("tool_choice")
+    entry["tool_results"] = [len(str(m.get("content")).split()) for m in messages if m.get("role") == "tool"]
+    LOG[0].write(json.dumps(entry) + "\n")
 
 
 async def _native_chat(

@@ -4,9 +4,7 @@
   last one finished, so exactly *c* requests are in flight until the last dispatch.
 - Open loop at a rate: Poisson arrivals from a seeded generator; each request keeps its
   scheduled time, and waiting for a free slot is recorded as client queue time.
-- Agent sessions: a shared system prompt with tool schemas, then turns that resend the whole
-  history; with one session at a time, /metrics is read around every request so prefix-cache
-  hits are known turn by turn.
+- Agent sessions: :mod:`bench.measure.run.agent`, on the same measuring frame (:func:`measured`).
 
 The server's /metrics is scraped before and after each level and every second during it.
 Records are appended to the level as they complete, so an interrupted run keeps what it measured.
@@ -16,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import itertools
 import random
@@ -31,7 +28,7 @@ from bench.codec import JsonObject
 from bench.errors import EndpointProtocolError
 from bench.measure.metrics import RequestRecord
 from bench.measure.run import saturation
-from bench.measure.run.prompts import AgentScript, Calibration, PromptFactory
+from bench.measure.run.prompts import Calibration, PromptFactory
 from bench.measure.stream.client import ChatClient
 from bench.measure.telemetry import server
 from bench.measure.telemetry.server import Counters, ServerReport
@@ -55,6 +52,7 @@ class LevelSpec:
     rate: float | None = None  # open loop: Poisson arrivals, requests per second
     max_in_flight: int | None = None  # open loop: cap on requests in flight (the rest wait as client queue)
     sessions_at_once: int | None = None  # agent: sessions run at a time, each one request in flight
+    cold_prefix: bool = False  # agent: a fresh salt at the head of every request (no shared prefix)
 
     @property
     def in_flight(self) -> int:
@@ -65,7 +63,9 @@ class LevelSpec:
 
     @property
     def label(self) -> str:
-        return f"{self.rate:g} req/s" if self.rate is not None else f"c={self.in_flight}"
+        if self.rate is not None:
+            return f"{self.rate:g} req/s"
+        return f"c={self.in_flight} cold" if self.cold_prefix else f"c={self.in_flight}"
 
 
 @dataclass(slots=True)
@@ -79,6 +79,7 @@ class LevelRun:
     server: ServerReport | None = None  # set when the level's closing scrape is done
     complete: bool = False
     per_request_server: dict[int, Counters] = field(default_factory=dict)
+    tool_result_tokens: list[int] = field(default_factory=list)  # agent: the size of each tool result sent
     saturated: str | None = None  # open loop: why it was stopped as over-saturated (bench.measure.run.saturation)
 
 
@@ -97,7 +98,7 @@ async def calibrate(client: ChatClient, prompts: PromptFactory) -> Calibration:
     return Calibration.from_probes(points[0], points[1])
 
 
-def _extra_body(spec: LevelSpec) -> JsonObject:
+def extra_body(spec: LevelSpec) -> JsonObject:
     body: JsonObject = {"temperature": spec.temperature}
     if spec.fixed_output:
         # vLLM and llama.cpp honour these; servers that do not are caught by the length check.
@@ -118,7 +119,7 @@ async def run_level(
     """Run one level, filling ``level`` as requests finish."""
     spec = level.spec
     words = calibration.words_for(spec.input_tokens)
-    body = _extra_body(spec)
+    body = extra_body(spec)
 
     async def one(index: int, t_sched_ns: int | None = None) -> None:
         messages = prompts.messages(index, words)
@@ -127,7 +128,7 @@ async def run_level(
         if on_done is not None:
             on_done(record)
 
-    async with _measured(level, client.http, metrics_url, sample=True):
+    async with measured(level, client.http, metrics_url, sample=True):
         if spec.rate is None:
             await _closed_loop(spec, first_index, one)
         else:
@@ -135,7 +136,7 @@ async def run_level(
 
 
 @contextlib.asynccontextmanager
-async def _measured(
+async def measured(
     level: LevelRun, http: httpx.AsyncClient, metrics_url: str | None, *, sample: bool
 ) -> AsyncIterator[None]:
     """Time the level and read the server's /metrics before, after and (with ``sample``) every
@@ -164,7 +165,7 @@ async def _measured(
         level.server = server.server_report(before, after, sampler.samples if sampler else [])
 
 
-async def _together(coroutines: list[Coroutine[Any, Any, None]]) -> None:
+async def together(coroutines: list[Coroutine[Any, Any, None]]) -> None:
     """Run ``coroutines`` concurrently; when one raises, cancel the others and raise its error
     (what ``asyncio.gather`` does not do: it leaves the rest running)."""
     tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
@@ -185,7 +186,7 @@ async def _closed_loop(spec: LevelSpec, first: int, one: Callable[[int], Awaitab
         while (index := next(counter)) < last:
             await one(index)
 
-    await _together([worker() for _ in range(spec.streams)])
+    await together([worker() for _ in range(spec.streams)])
 
 
 async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awaitable[None]], level: LevelRun) -> None:
@@ -217,7 +218,7 @@ async def _open_loop(spec: LevelSpec, first: int, one: Callable[[int, int], Awai
         offset += generator.expovariate(spec.rate)
     watch = asyncio.ensure_future(_watch_saturation(level, start, schedule, stop))
     try:
-        await _together(arrivals)
+        await together(arrivals)
     finally:
         watch.cancel()
         await asyncio.gather(watch, return_exceptions=True)
@@ -227,62 +228,3 @@ async def _watch_saturation(level: LevelRun, start: int, schedule: list[int], st
     """Mark the level over-saturated once :func:`saturation.watch` finds it so, and stop the sends."""
     level.saturated = await saturation.watch(level.records, start, schedule)
     stop.set()
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
-    """The agent workload: ``sessions`` sessions of ``turns`` turns (the level says how many at once)."""
-
-    sessions: int
-    turns: int
-    system_tokens: int
-
-
-async def run_agent(
-    client: ChatClient,
-    script_prompts: PromptFactory,
-    calibration: Calibration,
-    level: LevelRun,
-    agent: AgentSpec,
-    *,
-    metrics_url: str | None,
-    on_done: Callable[[RequestRecord], None] | None = None,
-) -> None:
-    """Multi-turn sessions that resend their growing history; with one session at a time the
-    server's prefix-cache counters are read around every request, so hits are known per turn."""
-    spec = level.spec
-    script = AgentScript(
-        script_prompts,
-        system_words=max(1, round(agent.system_tokens / calibration.slope)),
-        turn_words=max(1, round(spec.input_tokens / calibration.slope)),
-    )
-    body = _extra_body(spec)
-    http = client.http
-    per_request = metrics_url is not None and spec.in_flight == 1
-    sessions = iter(range(agent.sessions))
-
-    async def session(number: int) -> None:
-        messages = [script.system()]
-        for turn in range(agent.turns):
-            messages.append(script.user(number, turn))
-            index = number * agent.turns + turn
-            before = await server.scrape(http, metrics_url) if per_request and metrics_url else None
-            record = await client.chat(index, list(messages), spec.output_tokens, extra_body=body, keep_text=True)
-            if per_request and metrics_url:
-                after = await server.scrape(http, metrics_url)
-                level.per_request_server[index] = server.counter_deltas(before, after)
-            record = dataclasses.replace(record, session=number, turn=turn)
-            level.records.append(record)
-            if on_done is not None:
-                on_done(record)
-            if record.error is not None:
-                return
-            messages.append({"role": "assistant", "content": record.answer})
-
-    async def worker() -> None:
-        for number in sessions:
-            await session(number)
-
-    # Per-request scrapes already bracket every request; no background sampler beside them.
-    async with _measured(level, http, metrics_url, sample=False):
-        await _together([worker() for _ in range(spec.in_flight)])

@@ -71,6 +71,9 @@ class RunOptions:
         (value,) = self.ints(key)
         return value
 
+    def flag(self, key: str) -> bool:
+        return self.setting(key) is True
+
     def levels(self) -> list[LevelSpec]:
         """The levels of the run; a ConfigError naming the flag when a setting cannot run."""
         if self.workload not in WORKLOADS:

@@ -11,9 +11,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from bench.measure.metrics import RequestRecord, Summary
+from bench.measure.run.agent_report import print_agent
 from bench.measure.run.benchmark import Progress as Hooks
 from bench.measure.run.loops import LevelSpec
-from bench.measure.run.results import AgentTurn, LevelResult, RunResult
+from bench.measure.run.results import LevelResult, RunResult
 from bench.measure.telemetry.gpu import GpuAbsent
 
 
@@ -104,9 +105,7 @@ def print_summary(console: Console, result: RunResult) -> None:
             console.print(f"[yellow]{level.label}: {escape(reason)}[/yellow]", soft_wrap=True)
     for skipped in result.skipped_levels or []:
         console.print(f"[yellow]skipped (beyond the server's max_model_len): {skipped}[/yellow]")
-    for level in result.levels:
-        if level.agent_turns:
-            _print_turns(console, level.agent_turns)
+    print_agent(console, result.levels)
     _level_notes(console, result)
     _print_facts(console, result)
     if result.partial:
@@ -150,24 +149,6 @@ def spec_decode_line(level: LevelResult) -> str:
     if found.zero_acceptance:
         line += f"; {found.zero_acceptance} accepted none"
     return line
-
-
-def _print_turns(console: Console, turns: list[AgentTurn]) -> None:
-    """The agent workload, turn by turn: the history grows, the cache should serve more of it."""
-    table = Table(title="agent sessions, turn by turn", box=box.SIMPLE_HEAD)
-    for column in ("turn", "requests", "prompt tok", "TTFT p50 ms", "cached tok", "prefix hit"):
-        table.add_column(column, justify="right")
-    for row in turns:
-        hit = row.prefix_cache_hit_rate
-        table.add_row(
-            str(row.turn),
-            str(row.requests),
-            _fmt(row.prompt_tokens_mean, 0),
-            _p(row.ttft_ms),
-            _fmt(row.cached_tokens_mean, 0),
-            "-" if hit is None else f"{hit:.0%}",
-        )
-    console.print(table)
 
 
 def _print_facts(console: Console, result: RunResult) -> None:

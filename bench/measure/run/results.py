@@ -30,6 +30,7 @@ import orjson
 from bench.codec import OMIT_IF_NONE, JsonObject, from_json
 from bench.documents import Document
 from bench.measure.metrics import RequestRecord, Summary
+from bench.measure.run.agent_sessions import AgentSessions
 from bench.measure.run.options import RunOptions
 from bench.measure.run.prompts import Calibration
 from bench.measure.run.spec_requests import SpecDecodeRequests
@@ -137,6 +138,8 @@ class LevelResult:
     # Open loop: why the level was stopped as over-saturated (bench.measure.run.saturation); it
     # has no steady state, and bench compare leaves it out.
     saturated: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    # The agent workload: its sessions' tool rounds and calls, result sizes and start times.
+    agent: AgentSessions | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 @dataclass(frozen=True, slots=True)

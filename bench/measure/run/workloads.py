@@ -11,7 +11,8 @@ the registry.
 - ``sweep``: closed-loop levels of concurrency (``--concurrency``, each a number of streams);
 - ``rate``: open loop, Poisson arrivals at each ``--rate``, at most ``--max-in-flight`` at once;
 - ``context``: one stream at each prompt length of ``--context``;
-- ``agent``: multi-turn sessions resending a growing history, ``--concurrency`` sessions at once.
+- ``agent``: coding-agent sessions resending a growing history, with the model's own tool calls,
+  think times and staggered starts, ``--concurrency`` sessions at once (:mod:`bench.measure.run.agent`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import ClassVar, Protocol
 
 from bench.errors import ConfigError
 from bench.measure.metrics import RequestRecord
-from bench.measure.run.loops import AgentSpec, LevelRun, LevelSpec, run_agent, run_level
+from bench.measure.run.loops import LevelRun, LevelSpec, run_level
 from bench.measure.run.prompts import Calibration, PromptFactory
 from bench.measure.stream.client import ChatClient
 
@@ -51,6 +52,7 @@ class RunOptions(Protocol):
     def ints(self, key: str) -> tuple[int, ...]: ...
     def floats(self, key: str) -> tuple[float, ...]: ...
     def integer(self, key: str) -> int: ...
+    def flag(self, key: str) -> bool: ...
 
 
 DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
@@ -64,7 +66,7 @@ class Option:
 
     key: str
     flag: str
-    kind: type[int] | type[float]
+    kind: type[int] | type[float] | type[bool]  # bool: a switch, --flag / --no-flag
     default: OptionValue
     help: str
     many: bool = False  # one value or more (nargs="+")
@@ -236,38 +238,5 @@ class Context(Workload):
         return [spec(options, length, streams=1) for length in lengths]
 
 
-@register
-class Agent(Workload):
-    name = "agent"
-    summary = "multi-turn sessions resending a growing history"
-    options = (
-        Option("concurrency", "--concurrency", int, (1,), "sessions at a time", many=True),
-        Option("sessions", "--sessions", int, 4, "agent: sessions (run --concurrency at a time)"),
-        Option("turns", "--turns", int, 6, "agent: turns per session (--input-tokens new each)"),
-        Option("system_tokens", "--system-tokens", int, 2048, "agent: shared system prompt and tool schemas"),
-    )
-
-    def check(self, options: RunOptions) -> None:
-        if len(options.ints("concurrency")) != 1:
-            raise ConfigError("--concurrency: the agent workload takes one value, the sessions run at a time")
-
-    def levels(self, options: RunOptions) -> list[LevelSpec]:
-        at_once = options.ints("concurrency")
-        _at_least_one("--concurrency", at_once, "level")
-        sessions, turns = options.integer("sessions"), options.integer("turns")
-        if sessions < 1 or turns < 1:
-            raise ConfigError(f"--sessions/--turns: at least 1 each, got {sessions} and {turns}")
-        return [spec(options, options.input_tokens, sessions_at_once=at_once[0], requests=sessions * turns)]
-
-    async def drive(self, level: LevelRun, driver: Driver) -> None:
-        options = driver.options
-        agent = AgentSpec(options.integer("sessions"), options.integer("turns"), options.integer("system_tokens"))
-        await run_agent(
-            driver.client,
-            driver.prompts,
-            driver.calibration,
-            level,
-            agent,
-            metrics_url=driver.metrics_url,
-            on_done=driver.on_done,
-        )
+# The agent workload lives in its own module (its loop and script beside it); importing it registers it.
+from bench.measure.run import agent as _agent  # noqa: E402, F401

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ import orjson
 from bench.codec import JsonObject, JsonValue
 from bench.errors import EndpointAuthError, EndpointModelError, EndpointProtocolError, EndpointUnreachable
 from bench.measure.metrics import RequestRecord
+from bench.measure.stream.extras import spec_decode, tool_calls
 from bench.measure.stream.sse import Stream, feed, one_line_message
 
 log = logging.getLogger(__name__)
@@ -163,7 +165,7 @@ class ChatClient:
     async def chat(
         self,
         index: int,
-        messages: list[dict[str, str]],
+        messages: Sequence[Mapping[str, Any]],
         max_tokens: int,
         *,
         extra_body: JsonObject | None = None,
@@ -258,7 +260,7 @@ class ChatClient:
         usage = stream.usage or {}
         details = usage.get("completion_tokens_details") or {}
         prompt_details = usage.get("prompt_tokens_details") or {}
-        spec = _spec_decode(stream.server_metrics)
+        spec = spec_decode(stream.server_metrics)
         record = RequestRecord(
             index=index,
             t_disp_ns=t_disp,
@@ -277,24 +279,7 @@ class ChatClient:
             spec_accepted=spec[0],
             spec_drafted=spec[1],
             spec_steps=spec[2],
+            tool_calls=tool_calls(stream.tool_deltas) if keep_text and stream.tool_deltas else None,
         )
         log.debug("request %s: %s events, error %s", index, len(stream.events), error)
         return record
-
-
-def _count(value: object) -> int | None:
-    return value if type(value) is int and value >= 0 else None
-
-
-def _spec_decode(metrics: dict[str, Any] | None) -> tuple[int | None, int | None, int | None]:
-    """Draft tokens accepted and proposed and verify steps from vLLM's per-request
-    ``metrics.speculative_decoding``; all None when the server sent none (or not as counts)."""
-    spec = (metrics or {}).get("speculative_decoding")
-    if not isinstance(spec, dict):
-        return None, None, None
-    found = (
-        _count(spec.get("num_accepted_draft_tokens")),
-        _count(spec.get("num_draft_tokens")),
-        _count(spec.get("num_spec_steps")),
-    )
-    return found if None not in found else (None, None, None)

@@ -30,6 +30,7 @@ class Stream:
     error: str | None = None  # "server_error" (an {"error": ...} event) or "malformed"
     error_message: str | None = None  # what the server said of its error, on one line
     text: list[str] = field(default_factory=list)
+    tool_deltas: list[dict[str, Any]] = field(default_factory=list)  # the pieces of the answer's tool calls
 
 
 def error_message(parsed: Any, text: str) -> str:
@@ -82,8 +83,10 @@ def _event_from(payload: dict[str, Any], t_ns: int, stream: Stream, text: list[s
                         thought = delta.get(name)
                         if thought:
                             reasoning += len(thought)
-                    if delta.get("tool_calls"):
+                    calls = delta.get("tool_calls")
+                    if calls:
                         tool_call = True
+                        stream.tool_deltas.extend(calls)
             finish = choice.get("finish_reason")
             if finish:
                 stream.finish_reason = finish

@@ -101,7 +101,7 @@ def test_run_help_says_each_default_once_and_lists_every_workload(capsys: pytest
     text = " ".join(capsys.readouterr().out.split())  # undo argparse's wrapping
     assert "(default: None)" not in text
     assert "(default: False)" not in text
-    assert "agent: multi-turn sessions" in text
+    assert "agent: coding-agent sessions" in text
     assert "--input-tokens INPUT_TOKENS prompt length in tokens, as the server counts them (default: 512)" in text
     assert "--rate RATE [RATE ...] rate levels, requests per second (default: 0.5 1 2)" in text
     assert "--read-timeout SECONDS longest wait for the next bytes of an answer" in text
