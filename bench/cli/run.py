@@ -100,7 +100,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _shown(value: OptionValue) -> str:
     values = value if isinstance(value, tuple) else (value,)
-    return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+    return " ".join(f"{v:g}" if isinstance(v, float) else str(v) or "none" for v in values)
 
 
 def _help(uses: list[tuple[str, Option]]) -> str:

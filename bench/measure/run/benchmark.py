@@ -28,6 +28,7 @@ from bench.measure.run.loops import LevelRun, LevelSpec, calibrate
 from bench.measure.run.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
 from bench.measure.run.prompts import Calibration, PromptFactory, new_salt
 from bench.measure.run.results import Environment, LevelResult, Prompts, RunResult
+from bench.measure.run.trace_replay import trace_source
 from bench.measure.run.workloads import Driver
 from bench.measure.stream.client import ChatClient, Endpoint, ServedModel
 from bench.measure.target import Target
@@ -101,6 +102,7 @@ class _Run:
             skipped_levels=self.skipped_levels,
             stopped_because=self.stopped_because,
             ollama_native=self.ollama_native,
+            trace=trace_source(self.options) if self.options.workload == "trace" else None,
         )
 
 

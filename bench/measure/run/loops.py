@@ -55,6 +55,7 @@ class LevelSpec:
     rate: float | None = None  # open loop: Poisson arrivals, requests per second
     max_in_flight: int | None = None  # open loop: cap on requests in flight (the rest wait as client queue)
     sessions_at_once: int | None = None  # agent: sessions run at a time, each one request in flight
+    targets: tuple[tuple[int, int], ...] = ()  # trace: (input, output) tokens of each request, by its index
 
     @property
     def in_flight(self) -> int:

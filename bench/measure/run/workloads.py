@@ -11,7 +11,8 @@ the registry.
 - ``sweep``: closed-loop levels of concurrency (``--concurrency``, each a number of streams);
 - ``rate``: open loop, Poisson arrivals at each ``--rate``, at most ``--max-in-flight`` at once;
 - ``context``: one stream at each prompt length of ``--context``;
-- ``agent``: multi-turn sessions resending a growing history, ``--concurrency`` sessions at once.
+- ``agent``: multi-turn sessions resending a growing history, ``--concurrency`` sessions at once;
+- ``trace``: a request trace replayed on its timestamps (:mod:`bench.measure.run.trace_replay`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from bench.measure.run.loops import AgentSpec, LevelRun, LevelSpec, run_agent, r
 from bench.measure.run.prompts import Calibration, PromptFactory
 from bench.measure.stream.client import ChatClient
 
-OptionValue = int | float | tuple[int, ...] | tuple[float, ...]
+OptionValue = int | float | str | tuple[int, ...] | tuple[float, ...]
 
 
 class RunOptions(Protocol):
@@ -51,6 +52,7 @@ class RunOptions(Protocol):
     def ints(self, key: str) -> tuple[int, ...]: ...
     def floats(self, key: str) -> tuple[float, ...]: ...
     def integer(self, key: str) -> int: ...
+    def text(self, key: str) -> str: ...
 
 
 DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
@@ -64,7 +66,7 @@ class Option:
 
     key: str
     flag: str
-    kind: type[int] | type[float]
+    kind: type[int] | type[float] | type[str]
     default: OptionValue
     help: str
     many: bool = False  # one value or more (nargs="+")
