@@ -5,8 +5,9 @@ A trace is JSON lines, one request each: ``timestamp`` (milliseconds since the t
 ``block_size`` prompt tokens (Mooncake's traces use 512; AIPerf's ``mooncake_trace`` dataset and
 GuideLLM take the size as an option). Two requests whose ``hash_ids`` begin with the same ids
 share that prefix; the last block may be partial, so a request has exactly
-``ceil(input_length / block_size)`` ids, as AIPerf requires. Keys other than these four are
-ignored; a request without ``hash_ids`` shares nothing with the others.
+``ceil(input_length / block_size)`` ids, as AIPerf requires. As in AIPerf, ``timestamp`` may
+be a fraction, ``hash_ids`` may be left out (that request shares nothing with the others) and so
+may ``output_length`` (the run's ``--output-tokens`` then); other keys are ignored.
 
 Prompts (:class:`TracePrompts`): every hash id stands for a run of vocabulary words drawn from a
 generator seeded by the run's salt, its seed and the id, so equal ids give byte-identical text
@@ -73,8 +74,9 @@ def _count(entry: dict[str, object], key: str, where: str, least: int) -> int:
     return value
 
 
-def parse_line(text: str, line: int, block_size: int, where: str) -> TraceRequest:
-    """One request of a trace; a ConfigError naming ``where`` (the flag, the file and the line)."""
+def parse_line(text: str, line: int, block_size: int, where: str, output_length: int = 1) -> TraceRequest:
+    """One request of a trace (``output_length`` when the line has none); a ConfigError naming
+    ``where`` (the flag, the file and the line)."""
     try:
         entry = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -85,7 +87,7 @@ def parse_line(text: str, line: int, block_size: int, where: str) -> TraceReques
     if not isinstance(stamp, int | float) or isinstance(stamp, bool) or not math.isfinite(stamp) or stamp < 0:
         raise ConfigError(f"{where}: timestamp must be milliseconds since the trace began (0 or more), got {stamp!r}")
     input_length = _count(entry, "input_length", where, 1)
-    output_length = _count(entry, "output_length", where, 1)
+    output_length = _count(entry, "output_length", where, 1) if "output_length" in entry else output_length
     ids = entry.get("hash_ids", [])
     if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise ConfigError(f"{where}: hash_ids must be a list of whole numbers, got {ids!r}")
@@ -98,9 +100,10 @@ def parse_line(text: str, line: int, block_size: int, where: str) -> TraceReques
     return TraceRequest(line, float(stamp), input_length, output_length, tuple(ids))
 
 
-def read_trace(path: Path, block_size: int, flag: str = "--trace") -> Trace:
+def read_trace(path: Path, block_size: int, output_length: int = 1, flag: str = "--trace") -> Trace:
     """Read and check a trace: every line a request, timestamps never going back, at least two
-    requests (a level needs two for its window). Blank lines are skipped."""
+    requests (a level needs two for its window). Blank lines are skipped; a line without
+    ``output_length`` asks for ``output_length`` (the run's ``--output-tokens``)."""
     if block_size < 1:
         raise ConfigError(f"--trace-block-size: must be at least 1 token, got {block_size}")
     try:
@@ -115,7 +118,7 @@ def read_trace(path: Path, block_size: int, flag: str = "--trace") -> Trace:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        request = parse_line(line, number, block_size, f"{flag} {path.name} line {number}")
+        request = parse_line(line, number, block_size, f"{flag} {path.name} line {number}", output_length)
         if requests and request.timestamp_ms < requests[-1].timestamp_ms:
             raise ConfigError(
                 f"{flag} {path.name} line {number}: timestamp {request.timestamp_ms:g} ms is before line "

@@ -27,7 +27,7 @@ def trace_of(options: RunOptions) -> Trace:
     name = options.text("trace")
     if not name:
         raise ConfigError("--trace: the trace workload needs the JSONL file to replay")
-    return read_trace(Path(name), options.integer("trace_block_size"))
+    return read_trace(Path(name), options.integer("trace_block_size"), options.output_tokens)
 
 
 def trace_source(options: RunOptions) -> TraceSource:

@@ -18,7 +18,7 @@ from bench.measure.run.trace import TracePrompts, TraceRequest, read_trace
 GOOD = [
     {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [5, 6]},
     {"timestamp": 0, "input_length": 512, "output_length": 3, "hash_ids": [5], "session_id": "kept aside"},
-    {"timestamp": 27.5, "input_length": 7, "output_length": 1},
+    {"timestamp": 27.5, "input_length": 7},
 ]
 
 
@@ -30,13 +30,14 @@ def _write(path: Path, lines: list[object] | list[str]) -> Path:
 
 def test_a_trace_is_read_in_file_order_with_its_digest(tmp_path: Path) -> None:
     """Equal timestamps are allowed (Mooncake's traces have them), a blank line is skipped, keys
-    beside the four are ignored, and hash_ids may be left out (that request shares nothing)."""
+    beside the four are ignored, hash_ids may be left out (that request shares nothing), and so
+    may output_length (--output-tokens is asked for)."""
     path = _write(tmp_path / "t.jsonl", [json.dumps(GOOD[0]), "", *map(json.dumps, GOOD[1:])])
-    trace = read_trace(path, 512)
+    trace = read_trace(path, 512, output_length=1)
     assert trace.requests == (
         TraceRequest(1, 0.0, 1000, 10, (5, 6)),
         TraceRequest(3, 0.0, 512, 3, (5,)),
-        TraceRequest(4, 27.5, 7, 1, ()),
+        TraceRequest(4, 27.5, 7, 1, ()),  # output_length: the default given
     )
     assert trace.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert trace.source(2.0, 512).file == "t.jsonl"
@@ -141,8 +142,8 @@ def test_the_trace_is_one_level_with_each_request_s_lengths(tmp_path: Path) -> N
     """Its rate is the trace's mean arrival rate after the speed-up: 2 gaps over 27.5 ms / 2."""
     path = _write(tmp_path / "t.jsonl", GOOD)
     (level,) = _options(path, speedup=2.0, max_in_flight=3).levels()
-    assert (level.requests, level.input_tokens, level.output_tokens, level.in_flight) == (3, 1000, 10, 3)
-    assert level.targets == ((1000, 10), (512, 3), (7, 1))
+    assert (level.requests, level.input_tokens, level.output_tokens, level.in_flight) == (3, 1000, 128, 3)
+    assert level.targets == ((1000, 10), (512, 3), (7, 128))  # line 3 asks for --output-tokens
     assert level.rate == round(2 / 0.01375, 6)
 
 
