@@ -27,6 +27,7 @@ from bench.cli.main import main
 from bench.measure.metrics import RequestRecord
 from bench.measure.run.benchmark import RunOptions, execute
 from bench.measure.run.results import RESULT_FILE, RunResult, records_by_level
+from bench.measure.run.trace_export import export
 from bench.measure.target import Target
 from tests.scripted import KEY, Scripted
 
@@ -112,6 +113,25 @@ def test_a_trace_is_replayed_on_its_timestamps_with_its_lengths_and_shared_prefi
         7,
     )
     assert not [reason for reason in level.untrusted_because if "length" in reason]
+
+
+def test_an_exported_trace_run_keeps_its_trace_s_ids_while_the_trace_is_unchanged(
+    server: Scripted, tmp_path: Path
+) -> None:
+    """The export of a replay is the trace as sent: timestamps divided by the speed-up, the same
+    lengths and ids; once the trace file changed (or at another block size), ids are fresh."""
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in TRACE), encoding="utf-8")
+    _, result_path = asyncio.run(execute(_target(server), _replay(server, tmp_path, path, speedup=2.0, block_size=64)))
+    result = RESULT_FILE.read(result_path)
+    exported = [json.loads(line) for line in export(result, 64).lines()]
+    assert exported == [{**line, "timestamp": line["timestamp"] // 2} for line in TRACE]  # type: ignore[operator]
+    path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    renumbered = [json.loads(line)["hash_ids"] for line in export(result, 64).lines()]
+    assert renumbered == [list(range(0, 4)), [4, 5, 6], [7, 8, 9, 10, 11], [12, 13], [14, 15, 16], [17]]
+    assert [json.loads(line)["hash_ids"] for line in export(result, 16).lines()][3] == list(
+        range(42, 49)
+    )  # 13 + 10 + 19 ids before it
 
 
 def test_an_exported_agent_run_replays_with_its_lengths_offsets_and_history_hits(
