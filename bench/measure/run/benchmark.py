@@ -160,7 +160,9 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
         fits = [spec for spec in specs if spec.input_tokens + spec.output_tokens <= max_len]
         state.skipped_levels = [f"{s.label}, {s.input_tokens} prompt tokens" for s in specs if s not in fits]
         if not fits:
-            raise ConfigError(f"--input-tokens/--context: no level fits the server's context of {max_len} tokens")
+            raise ConfigError(
+                f"--input-tokens/--context/--trace: no level fits the server's context of {max_len} tokens"
+            )
         specs = fits
     connections = max(spec.in_flight for spec in specs) + 4
     prompts = PromptFactory(new_salt(), options.seed)

@@ -206,7 +206,7 @@ class Rate(Workload):
     summary = "open loop, Poisson arrivals"
     options = (
         Option("rates", "--rate", float, (0.5, 1.0, 2.0), "rate levels, requests per second", many=True),
-        Option("max_in_flight", "--max-in-flight", int, 256, "rate: cap on requests in flight"),
+        Option("max_in_flight", "--max-in-flight", int, 256, "cap on requests in flight"),
     )
 
     def levels(self, options: RunOptions) -> list[LevelSpec]:

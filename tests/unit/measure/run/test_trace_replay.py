@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli.main import main
+from bench.errors import ConfigError
 from bench.measure.metrics import RequestRecord
 from bench.measure.run.benchmark import RunOptions, execute
 from bench.measure.run.results import RESULT_FILE, RunResult, records_by_level
@@ -176,3 +177,17 @@ def test_an_exported_agent_run_replays_with_its_lengths_offsets_and_history_hits
     assert [r.cached_tokens for r in replayed] == _expected_cached(lines, 16)
     assert result.trace is not None
     assert result.trace.file == "exported.jsonl"
+
+
+def test_a_trace_longer_than_the_served_context_is_refused(server: Scripted, tmp_path: Path) -> None:
+    """The scripted server serves 4096 tokens; the longest prompt (4000) and the longest output
+    (line 2 asks for --output-tokens, 97) make 4097."""
+    path = tmp_path / "long.jsonl"
+    lines = [{"timestamp": 0, "input_length": 4000, "output_length": 1}, {"timestamp": 1, "input_length": 30}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    options = _replay(server, tmp_path, path, speedup=1.0, block_size=64)
+    options = RunOptions("trace", 20, 512, 97, options.results_dir, gpu_telemetry=False, settings=options.settings)
+    with pytest.raises(
+        ConfigError, match=r"^--input-tokens/--context/--trace: no level fits the server's context of 4096"
+    ):
+        asyncio.run(execute(_target(server), options))
