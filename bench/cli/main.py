@@ -31,6 +31,7 @@ from bench.cli import plan as cli_plan
 from bench.cli import probe as cli_probe
 from bench.cli import report as cli_report
 from bench.cli import run as cli_run
+from bench.cli import trace as cli_trace
 from bench.errors import BenchError, ConfigError
 from bench.rig.presets import Preset, find_models_file, load_presets
 
@@ -52,6 +53,8 @@ examples:
   bench compare v1.2 v1.3                v1.3 against v1.2: intervals, tests, verdicts, candidate causes
   bench history qwen3.8-27b-w4a16        one preset across tags in time order, regressions flagged
   bench report v1.2 v1.3                 capability cards, and reports/v1.2+v1.3/report.html with the plots
+  bench run trace --trace t.jsonl        replay a Mooncake-style trace on its timestamps (--speedup 2: twice as fast)
+  bench trace export RUN -o t.jsonl      a filed run as such a trace, to replay here, in AIPerf or in GuideLLM
   bench clients                          OpenCode, Aider, Continue, Hermes Agent and OpenAI SDK configurations
   bench clients --check                  exit 4, naming each field, when the written ones no longer match the server
 """
@@ -88,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_compare.add_parsers(commands)
     cli_report.add_parser(commands)
     cli_clients.add_parser(commands)
+    cli_trace.add_parser(commands)
     return parser
 
 
@@ -152,6 +156,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return cli_report.command(args, console)
     if args.command == "clients":
         return cli_clients.command(args, console)
+    if args.command == "trace":
+        return cli_trace.command(args, console)
     presets = _presets(args.config_dir)
     if args.name is None:
         show_presets(console, presets)

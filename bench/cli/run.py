@@ -105,7 +105,7 @@ def _shown(value: OptionValue) -> str:
     values = value if isinstance(value, tuple) else (value,)
     if isinstance(value, bool):
         return "on" if value else "off"
-    return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+    return " ".join(f"{v:g}" if isinstance(v, float) else str(v) or "none" for v in values)
 
 
 def _help(uses: list[tuple[str, Option]]) -> str:

@@ -43,6 +43,10 @@ scenario, so the harness's metrics can be checked against ground truth:
   scenario may change (``api_key`` too: a 401 after calibration);
 - ``prompt_tokens`` counts one token per whitespace-separated word of the messages plus
   ``template_tokens`` (a tokenizer where every word is one token);
+- ``prefix_cache_words``: a prefix cache as vLLM's, over words: each prompt's words (its
+  messages' contents joined by spaces) in blocks of that many, a block hit when the same block
+  with the same words before it arrived earlier; the hits, in words, are the final usage's
+  ``prompt_tokens_details.cached_tokens`` and the log's ``cached``;
 - ``event_log``: a file that gets one JSON line per answered request: the first words of its
   prompt (``key``), its arrival and every token event's send time with ``time.perf_counter_ns``
   (taken just before the write; the same monotonic clock as the client's on Linux), and the
@@ -86,6 +90,7 @@ DEFAULTS: dict[str, Any] = {
     "status": 200,
     "error_message": "scripted failure",
     "status_above_max_tokens": 0,  # answer ``status`` only to requests with max_tokens above this
+    "prefix_cache_words": 0,  # a prefix cache of blocks of this many words (0: none)
     "ollama": False,
     # Streams out of lockstep: stream k's schedule is delayed by (k mod stagger_slots) * stagger_step_ms.
     "stagger_slots": 0,
@@ -121,14 +126,34 @@ def _spec_decode(num_spec_tokens: int, steps: list[int]) -> dict[str, Any]:
     }
 
 
-def _final_chunk(base: dict[str, Any], scenario: dict[str, Any], prompt_tokens: int, sent: int) -> dict[str, Any]:
+CACHED: set[int] = set()  # with ``prefix_cache_words``: the chained hashes of the blocks seen
+
+
+def _prefix_cache(content: str, block: int) -> int:
+    """The words of ``content`` a prefix cache of ``block``-word blocks already held; it keeps them all after."""
+    words, chain, hits, missed = content.split(), 0, 0, False
+    for start in range(0, len(words) - block + 1, block):
+        chain = hash((chain, *words[start : start + block]))
+        if chain in CACHED and not missed:
+            hits += block
+        else:
+            missed = True
+            CACHED.add(chain)
+    return hits
+
+
+def _final_chunk(
+    base: dict[str, Any], scenario: dict[str, Any], prompt_tokens: int, sent: int, cached: int | None = None
+) -> dict[str, Any]:
     """The last chunk of an answer: its usage, and vLLM's per-request speculative decoding when scripted."""
-    usage = {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": sent,
         "total_tokens": prompt_tokens + sent,
         "completion_tokens_details": {"reasoning_tokens": min(sent, scenario["reasoning_tokens"])},
     }
+    if cached is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     final: dict[str, Any] = {**base, "choices": [], "usage": usage}
     if scenario["spec_decode"]:
         final["metrics"] = {"speculative_decoding": _spec_decode(**scenario["spec_decode"])}
@@ -229,6 +254,8 @@ async def _stream(
     if scenario["stagger_slots"]:
         arrived_ns += round((next(STREAMS) % int(scenario["stagger_slots"])) * float(scenario["stagger_step_ms"]) * 1e6)
     content = " ".join(str(message.get("content", "")) for message in request.get("messages", []))
+    if scenario["prefix_cache_words"]:
+        request["_cached"] = _prefix_cache(content, int(scenario["prefix_cache_words"]))
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
     base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": scenario["model"]}
     writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})))
@@ -314,7 +341,7 @@ async def _events(
             await writer.drain()
     finish = "tool_calls" if calls.count else "length" if sent >= max_tokens else "stop"
     writer.write(_piece(_chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})))
-    writer.write(_piece(_chunk(_final_chunk(base, scenario, prompt_tokens, sent))))
+    writer.write(_piece(_chunk(_final_chunk(base, scenario, prompt_tokens, sent, request.get("_cached")))))
     writer.write(_piece(b"data: [DONE]\n\n") + b"0\r\n\r\n")
     await writer.drain()
     if LOG:
@@ -326,6 +353,7 @@ def _log(request: dict[str, Any], key: str, arrived_ns: int, sent: list[Any], pr
     """One line of the event log: the request's key, arrival and token events, and what it carried."""
     messages = request.get("messages", [])
     entry = {"key": key, "arrived_ns": arrived_ns, "sent": sent, "prompt_tokens": prompt_tokens}
+    entry["cached"] = request.get("_cached")
     entry["roles"] = [message.get("role") for message in messages]
     entry["tool_choice"] = request.get("tool_choice")
     entry["tool_results"] = [len(str(m.get("content")).split()) for m in messages if m.get("role") == "tool"]

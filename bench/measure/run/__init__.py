@@ -3,4 +3,6 @@
 given (:mod:`.options`), the steady-state window (:mod:`.window`) and a level's summary
 (:mod:`.levels`), the result types and file (:mod:`.results`, schema ``result.schema.json``),
 the run itself (:mod:`.benchmark`), and its terminal progress and summary table (:mod:`.progress`).
+Request traces: reading one and building its prompts (:mod:`.trace`), the ``trace`` workload that
+replays one (:mod:`.trace_replay`), and a filed run written as one (:mod:`.trace_export`).
 """

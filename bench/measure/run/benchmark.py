@@ -28,6 +28,7 @@ from bench.measure.run.loops import LevelRun, LevelSpec, calibrate
 from bench.measure.run.options import DEFAULT_CONTEXTS, WORKLOADS, RunOptions
 from bench.measure.run.prompts import Calibration, PromptFactory, new_salt
 from bench.measure.run.results import Environment, LevelResult, Prompts, RunResult
+from bench.measure.run.trace_replay import trace_source
 from bench.measure.run.workloads import Driver
 from bench.measure.stream.client import ChatClient, Endpoint, ServedModel
 from bench.measure.target import Target
@@ -101,6 +102,7 @@ class _Run:
             skipped_levels=self.skipped_levels,
             stopped_because=self.stopped_because,
             ollama_native=self.ollama_native,
+            trace=trace_source(self.options) if self.options.workload == "trace" else None,
         )
 
 
@@ -158,7 +160,9 @@ async def execute(target: Target, options: RunOptions, progress: Progress | None
         fits = [spec for spec in specs if spec.input_tokens + spec.output_tokens <= max_len]
         state.skipped_levels = [f"{s.label}, {s.input_tokens} prompt tokens" for s in specs if s not in fits]
         if not fits:
-            raise ConfigError(f"--input-tokens/--context: no level fits the server's context of {max_len} tokens")
+            raise ConfigError(
+                f"--input-tokens/--context/--trace: no level fits the server's context of {max_len} tokens"
+            )
         specs = fits
     connections = max(spec.in_flight for spec in specs) + 4
     prompts = PromptFactory(new_salt(), options.seed)

@@ -83,21 +83,30 @@ def _trust(level: LevelRun, measured: list[RequestMetrics], input_target: int) -
         reasons.append(f"another client used the server: it generated {round(predicted)} tokens, this run {ours}")
     if counters.preemptions:
         reasons.append(f"the server preempted {round(counters.preemptions)} requests (KV cache too small)")
+    targets = dict(enumerate(level.spec.targets))  # a trace: each request's own lengths, by its index
     if level.spec.fixed_output:
         target = level.spec.output_tokens
         rounds = {record.index for record in level.records if record.tool_calls is not None}  # asked for calls
         fixed = [m for m in measured if m.index not in rounds]
-        off = [m for m in fixed if abs(m.osl_mismatch) > LENGTH_TOLERANCE or abs(m.out_tokens - target) > 50]
+        off = [
+            m
+            for m in fixed
+            if abs(m.osl_mismatch) > LENGTH_TOLERANCE or abs(m.out_tokens - targets.get(m.index, (0, target))[1]) > 50
+        ]
         if off:
-            reasons.append(f"{len(off)} of {len(fixed)} requests missed the output length {target}")
-    prompts = [record.prompt_tokens for record in level.records if record.prompt_tokens is not None]
+            goal = "their trace's output lengths" if targets else f"the output length {target}"
+            reasons.append(f"{len(off)} of {len(fixed)} requests missed {goal}")
+    pairs = [
+        (r.prompt_tokens, targets.get(r.index, (input_target, 0))[0])
+        for r in level.records
+        if r.prompt_tokens is not None
+    ]
     growing = any(record.turn is not None for record in level.records)  # agent histories grow on purpose
-    if (
-        prompts
-        and not growing
-        and any(abs(p - input_target) > max(1, LENGTH_TOLERANCE * input_target) for p in prompts)
-    ):
-        reasons.append(f"input lengths {min(prompts)}..{max(prompts)} tokens, target {input_target}")
+    missed = [p for p, goal in pairs if abs(p - goal) > max(1, LENGTH_TOLERANCE * goal)]
+    if missed and not growing:
+        prompts = [p for p, _ in pairs]
+        aim = f"{len(missed)} off their trace's" if targets else f"target {input_target}"
+        reasons.append(f"input lengths {min(prompts)}..{max(prompts)} tokens, {aim}")
     stalled = stalls(measured)
     if stalled:
         reasons.append(stalled)

@@ -53,6 +53,7 @@ class LevelSpec:
     max_in_flight: int | None = None  # open loop: cap on requests in flight (the rest wait as client queue)
     sessions_at_once: int | None = None  # agent: sessions run at a time, each one request in flight
     cold_prefix: bool = False  # agent: a fresh salt at the head of every request (no shared prefix)
+    targets: tuple[tuple[int, int], ...] = ()  # trace: (input, output) tokens of each request, by its index
 
     @property
     def in_flight(self) -> int:

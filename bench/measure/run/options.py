@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench.codec import JsonObject, JsonValue, read_as, schema_for, to_json
 from bench.errors import ConfigError, ShapeError
+from bench.measure.run import trace_replay  # noqa: F401 (registers the trace workload, after the others)
 from bench.measure.run.loops import LevelSpec
 from bench.measure.run.workloads import DEFAULT_CONTEXTS, WORKLOADS, Option, OptionValue
 
@@ -73,6 +74,9 @@ class RunOptions:
 
     def flag(self, key: str) -> bool:
         return self.setting(key) is True
+
+    def text(self, key: str) -> str:
+        return str(self.setting(key))
 
     def levels(self) -> list[LevelSpec]:
         """The levels of the run; a ConfigError naming the flag when a setting cannot run."""

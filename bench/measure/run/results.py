@@ -34,6 +34,7 @@ from bench.measure.run.agent_sessions import AgentSessions
 from bench.measure.run.options import RunOptions
 from bench.measure.run.prompts import Calibration
 from bench.measure.run.spec_requests import SpecDecodeRequests
+from bench.measure.run.trace import TraceSource
 from bench.measure.telemetry.gpu import GpuAbsent, GpuReport
 from bench.measure.telemetry.ollama import OllamaCrossCheck
 from bench.measure.telemetry.server import Counters, ServerReport
@@ -194,6 +195,7 @@ class RunResult:
     skipped_levels: list[str] | None = field(default=None, metadata=OMIT_IF_NONE)  # when max_model_len is known
     stopped_because: str | None = field(default=None, metadata=OMIT_IF_NONE)  # a partial run
     ollama_native: OllamaCrossCheck | None = field(default=None, metadata=OMIT_IF_NONE)  # when Ollama served
+    trace: TraceSource | None = field(default=None, metadata=OMIT_IF_NONE)  # the trace workload: what it replayed
 
     def failed_requests(self) -> str | None:
         """How many requests of the whole run failed and why, by kind; None when none did."""

@@ -13,6 +13,7 @@ the registry.
 - ``context``: one stream at each prompt length of ``--context``;
 - ``agent``: coding-agent sessions resending a growing history, with the model's own tool calls,
   think times and staggered starts, ``--concurrency`` sessions at once (:mod:`bench.measure.run.agent`).
+- ``trace``: a request trace replayed on its timestamps (:mod:`bench.measure.run.trace_replay`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from bench.measure.run.loops import LevelRun, LevelSpec, run_level
 from bench.measure.run.prompts import Calibration, PromptFactory
 from bench.measure.stream.client import ChatClient
 
-OptionValue = int | float | tuple[int, ...] | tuple[float, ...]
+OptionValue = int | float | str | tuple[int, ...] | tuple[float, ...]
 
 
 class RunOptions(Protocol):
@@ -53,6 +54,7 @@ class RunOptions(Protocol):
     def floats(self, key: str) -> tuple[float, ...]: ...
     def integer(self, key: str) -> int: ...
     def flag(self, key: str) -> bool: ...
+    def text(self, key: str) -> str: ...
 
 
 DEFAULT_CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
@@ -66,7 +68,7 @@ class Option:
 
     key: str
     flag: str
-    kind: type[int] | type[float] | type[bool]  # bool: a switch, --flag / --no-flag
+    kind: type[int] | type[float] | type[bool] | type[str]  # bool: a switch, --flag / --no-flag
     default: OptionValue
     help: str
     many: bool = False  # one value or more (nargs="+")
@@ -206,7 +208,7 @@ class Rate(Workload):
     summary = "open loop, Poisson arrivals"
     options = (
         Option("rates", "--rate", float, (0.5, 1.0, 2.0), "rate levels, requests per second", many=True),
-        Option("max_in_flight", "--max-in-flight", int, 256, "rate: cap on requests in flight"),
+        Option("max_in_flight", "--max-in-flight", int, 256, "cap on requests in flight"),
     )
 
     def levels(self, options: RunOptions) -> list[LevelSpec]:

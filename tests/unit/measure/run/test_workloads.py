@@ -21,9 +21,9 @@ def _options(workload: str, requests: int = 20, **settings: object) -> RunOption
     return RunOptions(workload, requests, 512, 128, Path("results"), settings=settings)  # type: ignore[arg-type]
 
 
-def test_the_registry_holds_the_five_workloads_in_help_order() -> None:
-    """single, sweep, rate, context and agent, each with a one-line summary."""
-    assert list(WORKLOADS) == ["single", "sweep", "rate", "context", "agent"]
+def test_the_registry_holds_the_six_workloads_in_help_order() -> None:
+    """single, sweep, rate, context, agent and trace, each with a one-line summary."""
+    assert list(WORKLOADS) == ["single", "sweep", "rate", "context", "agent", "trace"]
     assert all(workload.summary for workload in WORKLOADS.values())
 
 
@@ -63,17 +63,32 @@ def test_the_record_holds_every_workloads_flags() -> None:
     """The options of a single run record every workload's flag at its usual value."""
     record = to_json(_options("single"))
     assert isinstance(record, dict)
-    assert {key: record[key] for key in ("concurrency", "rates", "contexts", "max_in_flight", "sessions")} == {
+    keys = ("concurrency", "rates", "contexts", "max_in_flight", "sessions", "trace", "speedup", "trace_block_size")
+    assert {key: record[key] for key in keys} == {
         "concurrency": [1],
         "rates": [0.5, 1.0, 2.0],
         "contexts": [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072],
         "max_in_flight": 256,
         "sessions": 4,
+        "trace": "",
+        "speedup": 1.0,
+        "trace_block_size": 512,
     }
 
 
+def test_a_text_flag_is_parsed_recorded_and_schemad_as_a_string() -> None:
+    """--trace is a path kept as the string given; the schema types it, the record reads back."""
+    args = build_parser().parse_args(["run", "trace", "--trace", "a b.jsonl", "--speedup", "2.5"])
+    assert (args.trace, args.speedup) == ("a b.jsonl", 2.5)
+    options = _options("trace", trace="a b.jsonl", speedup=2.5)
+    assert options.text("trace") == "a b.jsonl"
+    properties = RESULT_FILE.schema()["$defs"]["RunOptions"]["properties"]  # type: ignore[index]
+    assert properties["trace"] == {"type": "string"}
+    assert properties["speedup"] == {"type": "number"}
+
+
 class _Burst(Workload):
-    """A sixth workload, registered by this test only: all --burst requests at once."""
+    """A seventh workload, registered by this test only: all --burst requests at once."""
 
     name = "burst"
     summary = "every request at once"
