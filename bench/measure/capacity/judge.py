@@ -60,7 +60,7 @@ def judge(axis: Axis, value: int, runs: list[tuple[LevelRun, LevelResult]], crit
     elif not because:
         verdict = attainment.verdict(bounds, criteria.target_attainment)
         if verdict == "fail":
-            because.append(_below(axis, criteria, count, len(measured), bounds))
+            because.append(_below(criteria, bounds))
     return Probe(
         axis=axis,
         value=value,
@@ -77,11 +77,8 @@ def judge(axis: Axis, value: int, runs: list[tuple[LevelRun, LevelResult]], crit
     )
 
 
-def _below(axis: Axis, criteria: Criteria, count: int, n: int, bounds: attainment.Interval) -> str:
-    slo = f"decode >= {criteria.min_decode_tps:g}" + (
-        f", TTFT <= {criteria.max_ttft_ms:,.0f} ms" if axis == "concurrency" else ""
-    )
+def _below(criteria: Criteria, bounds: attainment.Interval) -> str:
     return (
-        f"{count} of {n} met {slo}: attainment at most {bounds.high:.2f} "
-        f"({criteria.confidence * 100:g}% interval), below {criteria.target_attainment:g}"
+        f"attainment below {criteria.target_attainment:g}: at most {bounds.high:.2f} "
+        f"at {criteria.confidence * 100:g}% confidence"
     )

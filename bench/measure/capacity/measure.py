@@ -143,15 +143,14 @@ class _Searcher:
             runs.append(await self._batch(axis, spec))
             probe = judge(axis, value, runs, options.criteria)
             sent, spent = probe.requests_sent, spent + spec.requests
-            stop = None
+            stop = ""
             if sent + spec.requests > options.max_requests_per_level:
-                stop = f"another batch of {spec.requests} would pass --max-requests-per-level "
-                stop += str(options.max_requests_per_level)
+                stop = f"--max-requests-per-level {options.max_requests_per_level}"
             elif spent + spec.requests > options.budget:
-                stop = f"another batch of {spec.requests} would pass the --budget of {options.budget:,} requests"
-            if probe.verdict != "inconclusive" or stop is not None:
+                stop = f"--budget {options.budget}"
+            if probe.verdict != "inconclusive" or stop:
                 if probe.verdict == "inconclusive":
-                    probe = replace(probe, because=[f"{stop}; raise it to sample more"])
+                    probe = replace(probe, because=[f"no room for another batch of {spec.requests} under {stop}"])
                 self.hooks.probed(probe, True)
                 return probe
             self.hooks.probed(probe, False)

@@ -53,5 +53,6 @@ def describe(result: CapacityResult, axis: Axis) -> str:
     why = "; ".join(probe.because)
     return (
         f"no answer{below}: {undecided} is inconclusive, attainment {interval(probe)} after "
-        f"{probe.requests_measured} measured requests, its {confidence} interval straddling {target}; {why}"
+        f"{probe.requests_measured} measured requests, its {confidence} interval straddling {target}; {why}: "
+        "raise it to sample more"
     )
