@@ -12,9 +12,10 @@ from rich.table import Table
 
 from bench import signals
 from bench.cli.target import add_target_flags, config_dir_of, resolve_target
+from bench.measure.capacity import words
 from bench.measure.capacity.measure import CapacityOptions, Hooks
 from bench.measure.capacity.measure import run as run_capacity
-from bench.measure.capacity.result import Axis, CapacityResult, Probe, describe
+from bench.measure.capacity.result import Axis, CapacityResult, Probe
 from bench.measure.run.loops import LevelSpec
 
 
@@ -23,10 +24,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = commands.add_parser(
         "capacity",
         help="search the most users at a reading speed, and the longest context one user keeps it at",
-        description="Search, level by measured level, the most concurrent users for which the slow streams "
-        "(p10 of per-request decode tok/s) still decode at --min-decode and TTFT p95 stays under --max-ttft, "
-        "and the longest prompt at which one stream keeps --min-decode. The answer goes to "
-        "RESULTS_DIR/TAG/capacity/TIME.json, the tag's capability card.",
+        description="Search, level by measured level, the most concurrent users for which --target-attainment "
+        "of the requests (with --confidence) decode at --min-decode with TTFT under --max-ttft, and the longest "
+        "prompt at which one stream keeps --min-decode. A level whose interval straddles the target gets more "
+        "requests; an answer that hangs on a level still undecided is refused, and one cut short by --budget "
+        "reads 'at least N'. The answer goes to RESULTS_DIR/TAG/capacity/TIME.json, the tag's capability card.",
     )
     add_target_flags(parser)
     criteria = parser.add_argument_group("criteria")
@@ -35,14 +37,28 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         default=20.0,
         metavar="TOK_S",
-        help="decode tok/s the slow streams (p10) must keep; about reading speed (default: 20)",
+        help="decode tok/s a request must keep to meet the service level; about reading speed (default: 20)",
     )
     criteria.add_argument(
         "--max-ttft",
         type=float,
         default=2.0,
         metavar="SECONDS",
-        help="TTFT p95 a concurrency level must stay under (default: 2)",
+        help="TTFT a request of a concurrency level must stay under (default: 2)",
+    )
+    criteria.add_argument(
+        "--target-attainment",
+        type=float,
+        default=0.9,
+        metavar="FRACTION",
+        help="the fraction of a level's requests that must meet the service level (default: 0.9)",
+    )
+    criteria.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        metavar="FRACTION",
+        help="confidence of the Wilson interval of the attainment (default: 0.95)",
     )
     search = parser.add_argument_group("search")
     search.add_argument(
@@ -65,9 +81,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        "and the first context level (default: 512)")  # fmt: skip
     shape.add_argument("--output-tokens", type=int, default=128, help="tokens generated per request (default: 128)")
     shape.add_argument(
-        "--requests", type=int, default=8, help="requests per concurrency level, at least 4 per stream (default: 8)"
+        "--requests", type=int, default=8, help="requests per concurrency batch, at least 4 per stream (default: 8)"
     )
-    shape.add_argument("--context-requests", type=int, default=4, help="requests per context level (default: 4)")
+    shape.add_argument("--context-requests", type=int, default=4, help="requests per context batch (default: 4)")
+    shape.add_argument("--max-requests-per-level", type=int, default=256, metavar="N", help="the most requests one "
+                       "level may send, in batches, before it is called inconclusive (default: 256)")  # fmt: skip
+    shape.add_argument("--budget", type=int, default=3000, metavar="REQUESTS", help="the most requests each search "
+                       "may send; past it the answer is 'at least' (default: 3000)")  # fmt: skip
 
 
 def _options(args: argparse.Namespace) -> CapacityOptions:
@@ -79,6 +99,10 @@ def _options(args: argparse.Namespace) -> CapacityOptions:
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
         requests=args.requests,
+        target_attainment=args.target_attainment,
+        confidence=args.confidence,
+        max_requests_per_level=args.max_requests_per_level,
+        budget=args.budget,
         context=args.context,
         max_context=args.max_context,
         context_requests=args.context_requests,
@@ -87,16 +111,14 @@ def _options(args: argparse.Namespace) -> CapacityOptions:
     return options
 
 
-def _value(axis: Axis, value: int) -> str:
-    return f"c={value}" if axis == "concurrency" else f"{value:,} tok"
-
-
 def _figure(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def _verdict(probe: Probe) -> str:
-    return "pass" if probe.passed else "fail: " + "; ".join(probe.failed_because)
+    if probe.verdict == "pass":
+        return "pass"
+    return f"{probe.verdict}: " + "; ".join(probe.because)
 
 
 def print_result(console: Console, result: CapacityResult) -> None:
@@ -104,26 +126,30 @@ def print_result(console: Console, result: CapacityResult) -> None:
     criteria = result.criteria
     title = f"capacity | tag {result.tag} | {result.model}"
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("search", "level", "ok", "decode p10", "TTFT p95", "verdict"):
-        table.add_column(column, justify="left" if column in ("search", "verdict") else "right")
+    columns = ("search", "level", "sent", "met", "attainment [interval]", "decode p10", "TTFT p95", "verdict")
+    for column in columns:
+        table.add_column(escape(column), justify="left" if column in ("search", "verdict") else "right")
     for probe in result.probes:
-        counts = probe.level.requests
         table.add_row(
             probe.axis,
-            _value(probe.axis, probe.value),
-            f"{counts.successful}/{counts.total}",
+            words.level(probe.axis, probe.value),
+            str(probe.requests_sent),
+            f"{probe.requests_met}/{probe.requests_measured}",
+            words.interval(probe),
             _figure(probe.decode_tps_low, 1),
             _figure(probe.ttft_ms_high, 0),
             escape(_verdict(probe)),
         )
     table.caption = (
-        f"pass: decode p10 >= {criteria.min_decode_tps:g} tok/s, TTFT p95 <= {criteria.max_ttft_ms:,.0f} ms "
-        "(concurrency only), no failed request; decode in tok/s per stream, TTFT in ms"
+        f"a request meets the service level at decode >= {criteria.min_decode_tps:g} tok/s and TTFT <= "
+        f"{criteria.max_ttft_ms:,.0f} ms (TTFT: concurrency only); a level passes when the "
+        f"{criteria.confidence * 100:g}% Wilson interval of the fraction that met it lies at or above "
+        f"{criteria.target_attainment:g}, with no failed request; decode p10 and TTFT p95 are shown, not judged"
     )
     console.print(table)
-    console.print(f"max users: {describe(result.max_users, 'concurrency')}", soft_wrap=True)
+    console.print(f"max users: {escape(words.describe(result, 'concurrency'))}", soft_wrap=True)
     if result.longest_context is not None:
-        console.print(f"longest context: {describe(result.longest_context, 'context')}", soft_wrap=True)
+        console.print(f"longest context: {escape(words.describe(result, 'context'))}", soft_wrap=True)
 
 
 def command(args: argparse.Namespace, console: Console) -> int:
@@ -135,10 +161,11 @@ def command(args: argparse.Namespace, console: Console) -> int:
 
     def started(axis: Axis, spec: LevelSpec) -> None:
         value = spec.in_flight if axis == "concurrency" else spec.input_tokens
-        err.print(f"  {axis} {_value(axis, value)}: {spec.requests} requests ...", end="")
+        err.print(f"  {axis} {words.level(axis, value)}: {spec.requests} requests ...", end="")
 
-    def probed(probe: Probe) -> None:
-        err.print(f" {escape(_verdict(probe))}")
+    def probed(probe: Probe, last: bool) -> None:
+        settled = escape(_verdict(probe)) if last else "more requests"
+        err.print(f" {probe.requests_met}/{probe.requests_measured} met, {words.interval(probe)}: {settled}")
 
     try:
         result, path = run_capacity(target, options, Hooks(level_started=started, probed=probed))

@@ -28,7 +28,9 @@ scenario, so the harness's metrics can be checked against ground truth:
   ``slow_above_prompt_tokens`` tokens (0: never), so per-stream decode speed falls past a known
   concurrency or context, and by a step wide enough that a busy machine's late wake-ups cannot
   move a level across it; with ``slots`` at most that many answers stream at once and the rest
-  wait for a free one (their TTFT grows), as llama.cpp's slots do;
+  wait for a free one (their TTFT grows), as llama.cpp's slots do; ``slow_every`` N (0: off)
+  makes that load slow only the chat completions whose arrival number is a multiple of N, so a
+  known fraction, 1 / N, of the requests past the threshold decode slowly;
 - ``spec_decode``: ``{"num_spec_tokens": K, "steps": [a, b, ...]}`` sends vLLM's per-request
   speculative decoding (``--per-request-spec-decode-metrics summary``) in the final usage
   chunk's ``metrics.speculative_decoding``: one verify step per entry, each accepting that many
@@ -98,6 +100,7 @@ DEFAULTS: dict[str, Any] = {
     "slow_itl_ms": 0.0,
     "slow_above_streams": 0,  # 0: never
     "slow_above_prompt_tokens": 0,  # 0: never
+    "slow_every": 0,  # 0: every request under the load is slow; N: those whose arrival number N divides
     "slots": 0,  # 0: no limit
     "truncate_after": None,
     "malformed_after": None,
@@ -280,6 +283,8 @@ def _gap_ns(scenario: dict[str, Any], event: int, prompt_tokens: int) -> int:
     that slows it, ``slow_itl_ms``; plus a stall."""
     streams, long_prompt = scenario["slow_above_streams"], scenario["slow_above_prompt_tokens"]
     slow = (streams and ACTIVE[0] > streams) or (long_prompt and prompt_tokens > long_prompt)
+    every = scenario["slow_every"]
+    slow = slow and (not every or scenario.get("arrival", 0) % every == 0)
     gap_ms = scenario["slow_itl_ms"] if slow else scenario["itl_ms"]
     return int((gap_ms + (scenario["stall_ms"] if event == scenario["stall_after"] else 0.0)) * 1e6)
 
@@ -393,7 +398,8 @@ async def _answer(
     """Answer one request; False when the connection must close."""
     method, path = request_line
     if method == "POST" and path == "/v1/chat/completions":
-        scenario = {**scenario, **scenario["requests"].get(str(next(CHATS)), {})}
+        arrival = next(CHATS)
+        scenario = {**scenario, "arrival": arrival, **scenario["requests"].get(str(arrival), {})}
     if path == "/health":
         _respond(writer, 200, b"{}")
     elif scenario["ollama"] and path == "/api/version":

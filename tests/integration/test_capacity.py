@@ -1,11 +1,13 @@
 """bench capacity against llama.cpp's own server (xllamacpp) with two slots, pinned to core 1
 while bench runs on core 0: a third stream has no slot and waits for one to free, its TTFT grows
-by most of an answer, so the capacity found under a TTFT bound is the slot count.
+by most of an answer, so the capacity found under a TTFT bound is at most the slot count.
 
 The bounds are chosen far from what the server does either way: an answer of 32 tokens takes
 about 2 s on one core, so a stream beyond the slots waits well over the 1.5 s bound, while a
 64-token prompt in a free slot starts in well under it; the decode floor (2 tok/s) only catches
-a broken server. The context search runs to 1,024 prompt tokens (the slot holds 2,048).
+a broken server. The context search runs to 256 prompt tokens (the slot holds 2,048). A level
+passes when 0.9 of its requests meet the bounds at 80% confidence (15 measured requests, all met,
+show it), so the levels that pass get a few batches each.
 """
 
 from __future__ import annotations
@@ -29,17 +31,19 @@ SLOTS = 2
 
 
 def test_llamacpp_capacity_is_its_slot_count(llamacpp: Server, tmp_path: Path) -> None:
-    """Streams up to the slot count pass, the first level beyond the slots fails on TTFT, so the
-    answer is at most the slots (2 when the machine is quiet); one stream keeps the decode floor
-    up to 1,024 prompt tokens; the capacity file matches its schema and reads back whole."""
+    """No level beyond the slot count passes (its waiting streams miss the TTFT bound), so the
+    answer, when there is one, is at most the slots (2 when the machine is quiet); one stream
+    keeps the decode floor up to 256 prompt tokens; the capacity file matches its schema and
+    reads back whole."""
     assert llamacpp.command[llamacpp.command.index("--parallel") + 1] == str(SLOTS)  # the shared server's slots
     results = tmp_path / "results"
     command = ["taskset", "-c", "0", str(BIN / "bench"), "capacity", "--base-url", llamacpp.base_url]
     command += ["--api-key", KEY, "--tag", "integration", "--results-dir", str(results)]
     command += ["--min-decode", "2", "--max-ttft", "1.5", "--max-concurrency", "4", "--input-tokens", "64"]
-    command += ["--output-tokens", "32", "--requests", "4", "--context-requests", "3", "--max-context", "1024"]
+    command += ["--target-attainment", "0.9", "--confidence", "0.8"]
+    command += ["--output-tokens", "32", "--requests", "8", "--context-requests", "8", "--max-context", "256"]
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, check=False, cwd=REPO, env=dict(os.environ, COLUMNS="160")
+        command, capture_output=True, text=True, timeout=900, check=False, cwd=REPO, env=dict(os.environ, COLUMNS="160")
     )
     assert done.returncode == 0, done.stdout + done.stderr
     print(done.stdout, file=sys.stderr)
@@ -51,16 +55,15 @@ def test_llamacpp_capacity_is_its_slot_count(llamacpp: Server, tmp_path: Path) -
     result = capacity_results.CAPACITY_FILE.read(path)
     assert to_json(result) == document
     users = result.max_users
-    assert users.outcome == "found"
-    assert users.value is not None
-    assert 1 <= users.value <= SLOTS
+    assert users.outcome in ("found", "inconclusive"), users
+    assert users.value is None or 1 <= users.value <= SLOTS
     beyond = [probe for probe in result.probes if probe.axis == "concurrency" and probe.value > SLOTS]
     assert beyond, "no level beyond the slots was measured"
     for probe in beyond:
-        assert not probe.passed
-        assert any("TTFT p95" in reason for reason in probe.failed_because), probe.failed_because
+        assert probe.verdict != "pass"
+        assert probe.requests_met < probe.requests_measured
     context = result.longest_context
     assert context is not None
-    assert (context.outcome, context.value) == ("cap_passed", 1024)
-    assert [p.value for p in result.probes if p.axis == "context"] == [64, 128, 256, 512, 1024]
-    assert all(p.level.requests.errored == 0 for p in result.probes)
+    assert (context.outcome, context.value) == ("cap_passed", 256)
+    assert [p.value for p in result.probes if p.axis == "context"] == [64, 128, 256]
+    assert all(batch.requests.errored == 0 for p in result.probes for batch in p.batches)

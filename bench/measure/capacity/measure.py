@@ -6,12 +6,17 @@ capacity file (:mod:`bench.measure.capacity.result`). Plain functions; the CLI p
 into :class:`CapacityOptions`.
 
 - max users: closed-loop levels of 1, 2, 4, ... streams up to ``--max-concurrency``, then
-  bisection; a level passes when its slow streams (p10 of per-request decode tok/s) decode at
-  ``--min-decode`` or faster, its TTFT p95 is at most ``--max-ttft``, and it is trusted (no
-  request failed, no other client, lengths as asked).
+  bisection; a level passes when the fraction of its requests that decode at ``--min-decode``
+  or faster with TTFT at most ``--max-ttft`` is, with ``--confidence``, at least
+  ``--target-attainment`` (:mod:`bench.measure.capacity.judge`), and it is trusted.
 - longest context: one stream, prompts from ``--input-tokens`` doubling up to the served context
-  (less the output), then bisection to within 1/8; a level passes on decode speed and trust
-  (TTFT grows with the prompt by nature and is shown, not judged).
+  (less the output), then bisection to within 1/8; judged on decode speed and trust (TTFT grows
+  with the prompt by nature and is shown, not judged).
+
+A level whose interval straddles the target gets another batch of requests (fresh prompts) until
+it clears the target or the next batch would pass ``--max-requests-per-level``; it is then
+inconclusive. Each search spends at most ``--budget`` requests: when the next batch would pass
+it, the search stops and its answer is "at least" the highest level that passed.
 
 A search that stops early (an error, Ctrl-C) writes nothing: half an answer is no answer.
 """
@@ -25,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.errors import ConfigError
-from bench.measure import metrics
+from bench.measure.capacity.judge import judge
 from bench.measure.capacity.result import (
     CAPACITY_FILE,
     Answer,
@@ -38,7 +43,6 @@ from bench.measure.capacity.result import (
 )
 from bench.measure.capacity.search import BoundarySearch
 from bench.measure.metrics import RequestRecord
-from bench.measure.run import levels
 from bench.measure.run.benchmark import measure_level, resolve_model
 from bench.measure.run.loops import LevelRun, LevelSpec, calibrate
 from bench.measure.run.options import RunOptions
@@ -48,8 +52,6 @@ from bench.measure.run.workloads import Driver, spec
 from bench.measure.stream.client import ChatClient, Endpoint
 from bench.measure.target import Target
 
-DECODE_PERCENTILE = 0.10  # the slow streams: 9 in 10 decode at least this fast
-TTFT_PERCENTILE = 0.95
 CONTEXT_STEP = 64  # the context bisection stops 64 tokens or 1/8 of the answer apart, whichever is more
 CONTEXT_PRECISION = 0.125
 
@@ -65,6 +67,10 @@ class CapacityOptions:
     input_tokens: int = 512
     output_tokens: int = 128
     requests: int = 8
+    target_attainment: float = 0.9
+    confidence: float = 0.95
+    max_requests_per_level: int = 256
+    budget: int = 3000
     context: bool = True
     max_context: int | None = None
     context_requests: int = 4
@@ -78,9 +84,14 @@ class CapacityOptions:
         for flag, value in above_zero.items():
             if not value > 0:
                 raise ConfigError(f"{flag}: must be above 0, got {value:g}")
+        for flag, value in {"--target-attainment": self.target_attainment, "--confidence": self.confidence}.items():
+            if not 0 < value < 1:
+                raise ConfigError(f"{flag}: must be between 0 and 1 (not either), got {value:g}")
         at_least = {"--max-concurrency": (self.max_concurrency, 1), "--input-tokens": (self.input_tokens, 1)}
         at_least |= {"--output-tokens": (self.output_tokens, 2), "--requests": (self.requests, 2)}
         at_least |= {"--context-requests": (self.context_requests, 2)}
+        batch = max(self.requests, self.context_requests)
+        at_least |= {"--max-requests-per-level": (self.max_requests_per_level, batch), "--budget": (self.budget, batch)}
         if self.max_context is not None:
             at_least["--max-context"] = (self.max_context, self.input_tokens)
         for flag, (value, lowest) in at_least.items():
@@ -89,60 +100,74 @@ class CapacityOptions:
 
     @property
     def criteria(self) -> Criteria:
-        return Criteria(self.min_decode_tps, DECODE_PERCENTILE, self.max_ttft_s * 1000, TTFT_PERCENTILE)
+        return Criteria(self.min_decode_tps, self.max_ttft_s * 1000, self.target_attainment, self.confidence)
 
     @property
     def shape(self) -> Shape:
-        return Shape(self.input_tokens, self.output_tokens, self.requests, self.context_requests)
+        limits = (self.max_requests_per_level, self.budget)
+        return Shape(self.input_tokens, self.output_tokens, self.requests, self.context_requests, *limits)
 
 
 @dataclass(slots=True)
 class Hooks:
-    """Callbacks the CLI shows progress with; the defaults do nothing."""
+    """Callbacks the CLI shows progress with; the defaults do nothing. ``probed`` comes after each
+    batch, with the level judged over its batches so far and whether that is its last batch."""
 
     level_started: Callable[[Axis, LevelSpec], None] = lambda axis, spec: None
     request_done: Callable[[RequestRecord], None] = lambda record: None
-    probed: Callable[[Probe], None] = lambda probe: None
-
-
-def judge(axis: Axis, value: int, level: LevelRun, summary: LevelResult, criteria: Criteria) -> Probe:
-    """Whether one measured level passes the criteria, and why not."""
-    speeds = [m.decode_tps for m in levels.measured_in(level) if m.decode_tps is not None]
-    low = metrics.percentile(speeds, criteria.decode_percentile) if speeds else None
-    ttft = summary.latency.ttft_ms
-    high = ttft.p95 if ttft is not None else None
-    because = list(summary.untrusted_because)
-    if low is None:
-        because.append("no request was measured")
-    elif low < criteria.min_decode_tps:
-        because.append(f"slow streams decode at {low:.1f} tok/s (p10), below {criteria.min_decode_tps:g}")
-    if axis == "concurrency" and high is not None and high > criteria.max_ttft_ms:
-        because.append(f"TTFT p95 {high:,.0f} ms, above {criteria.max_ttft_ms:,.0f}")
-    return Probe(axis, value, low, high, passed=not because, failed_because=because, level=summary)
+    probed: Callable[[Probe, bool], None] = lambda probe, last: None
 
 
 @dataclass(slots=True)
 class _Searcher:
-    """Measures the levels the searches ask for, one after another, each with fresh prompts."""
+    """Measures the levels the searches ask for, one after another, each batch with fresh prompts,
+    within the requests each level and each search may send."""
 
     driver: Driver
-    criteria: Criteria
+    options: CapacityOptions
     hooks: Hooks
     probes: list[Probe] = field(default_factory=list)
 
+    async def _batch(self, axis: Axis, spec: LevelSpec) -> tuple[LevelRun, LevelResult]:
+        level = LevelRun(spec)
+        self.hooks.level_started(axis, level.spec)
+        summary = await measure_level(level, self.driver)
+        # The next batch's request numbers follow this one's, so its prompts are new.
+        self.driver = replace(self.driver, first_index=self.driver.first_index + spec.requests)
+        return level, summary
+
+    async def _level(self, axis: Axis, value: int, spec: LevelSpec, spent: int) -> Probe:
+        """Batches of ``value`` until its verdict is settled or no further batch may be sent."""
+        options, runs = self.options, []
+        while True:
+            runs.append(await self._batch(axis, spec))
+            probe = judge(axis, value, runs, options.criteria)
+            sent, spent = probe.requests_sent, spent + spec.requests
+            stop = ""
+            if sent + spec.requests > options.max_requests_per_level:
+                stop = f"--max-requests-per-level {options.max_requests_per_level}"
+            elif spent + spec.requests > options.budget:
+                stop = f"--budget {options.budget}"
+            if probe.verdict != "inconclusive" or stop:
+                if probe.verdict == "inconclusive":
+                    probe = replace(probe, because=[f"no room for another batch of {spec.requests} under {stop}"])
+                self.hooks.probed(probe, True)
+                return probe
+            self.hooks.probed(probe, False)
+
     async def search(self, axis: Axis, search: BoundarySearch, shape: Callable[[int], LevelSpec]) -> Answer:
+        spent = 0
         while (value := search.next_value()) is not None:
-            level = LevelRun(shape(value))
-            self.hooks.level_started(axis, level.spec)
-            summary = await measure_level(level, self.driver)
-            # The next level's request numbers follow this level's, so its prompts are new.
-            self.driver = replace(self.driver, first_index=self.driver.first_index + level.spec.requests)
-            probe = judge(axis, value, level, summary, self.criteria)
+            spec = shape(value)
+            if spent + spec.requests > self.options.budget:
+                search.run_out(value)
+                break
+            probe = await self._level(axis, value, spec, spent)
+            spent += probe.requests_sent
             self.probes.append(probe)
-            self.hooks.probed(probe)
-            search.record(value, probe.passed)
+            search.record(value, probe.verdict)
         found = search.answer
-        return Answer(found.outcome, found.value, found.first_failed, search.lowest, search.cap)
+        return Answer(found.outcome, found.value, found.first_failed, found.undecided, search.lowest, search.cap, spent)
 
 
 def context_cap(options: CapacityOptions, served: int | None) -> int:
@@ -180,7 +205,7 @@ async def execute(target: Target, options: CapacityOptions, hooks: Hooks | None 
         calibration = await calibrate(client, prompts)
         calibration.words_for(options.input_tokens)  # a prompt below the fixed overhead: ConfigError now
         driver = Driver(client, prompts, calibration, run_options, target.metrics_url, 0, hooks.request_done)
-        searcher = _Searcher(driver, options.criteria, hooks)
+        searcher = _Searcher(driver, options, hooks)
         users = await searcher.search(
             "concurrency",
             BoundarySearch(1, options.max_concurrency),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from bench.documents import Document
+from bench.measure.capacity.attainment import Verdict
 from bench.measure.capacity.search import Outcome
 from bench.measure.run.results import LevelResult
 
@@ -24,50 +25,72 @@ Axis = Literal["concurrency", "context"]
 
 @dataclass(frozen=True, slots=True)
 class Criteria:
-    """What a level must do to pass: the slow streams' decode speed (the ``decode_percentile``
-    of per-request decode tok/s) at least ``min_decode_tps``, TTFT at its ``ttft_percentile`` at
-    most ``max_ttft_ms`` (concurrency levels only), and no request failed, the level trusted."""
+    """What a level must do to pass. A request meets the service level when it decodes at
+    ``min_decode_tps`` or faster and, on the concurrency axis, its TTFT is at most
+    ``max_ttft_ms``; a level passes when the Wilson interval (at ``confidence``) of the fraction
+    of its requests that met it lies at or above ``target_attainment``, fails when it lies below,
+    and is inconclusive in between. A level with a failed request, untrusted, or saturated fails
+    whatever its attainment."""
 
     min_decode_tps: float
-    decode_percentile: float
     max_ttft_ms: float
-    ttft_percentile: float
+    target_attainment: float
+    confidence: float
 
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """The requests of the levels: prompt and output tokens, and how many per level."""
+    """The requests of the levels: prompt and output tokens, how many per batch of a level, and
+    the limits on sampling: requests per level, and per search (the budget)."""
 
     input_tokens: int  # concurrency levels; a context level's prompt is its value
     output_tokens: int
-    requests: int  # a concurrency level of c streams sends max(requests, 4 x c)
-    context_requests: int  # each context level (one stream)
+    requests: int  # a concurrency batch of c streams sends max(requests, 4 x c)
+    context_requests: int  # each context batch (one stream)
+    max_requests_per_level: int  # no further batch once a level's next one would pass this
+    budget_requests: int  # each search: no batch once the next one would pass this
 
 
 @dataclass(frozen=True, slots=True)
 class Probe:
-    """One measured level of a search: its value (streams, or prompt tokens), the two figures
-    the criteria judge, and whether it passed; ``failed_because`` lists why it did not."""
+    """One measured level of a search, over all its batches: its value (streams, or prompt
+    tokens), how many of its measured requests met the service level and the interval of that
+    fraction, its verdict and why (a failure's reasons, or why an inconclusive level's sampling
+    stopped); the slow streams' decode (p10) and TTFT p95 are shown, not judged; each batch is a
+    whole level of ``bench run sweep``."""
 
     axis: Axis
     value: int
-    decode_tps_low: float | None  # the decode_percentile of per-request decode tok/s
-    ttft_ms_high: float | None  # the ttft_percentile of TTFT
-    passed: bool
-    failed_because: list[str]
-    level: LevelResult
+    requests_measured: int
+    requests_met: int
+    attainment: float | None  # requests_met / requests_measured; None when none was measured
+    interval_low: float | None
+    interval_high: float | None
+    verdict: Verdict
+    because: list[str]
+    decode_tps_low: float | None  # p10 of per-request decode tok/s over every batch
+    ttft_ms_high: float | None  # p95 of TTFT over every batch
+    batches: list[LevelResult]
+
+    @property
+    def requests_sent(self) -> int:
+        return sum(batch.requests.total for batch in self.batches)
 
 
 @dataclass(frozen=True, slots=True)
 class Answer:
     """The answer of one search (see :class:`~bench.measure.capacity.search.SearchAnswer`):
-    ``value`` passed and ``first_failed`` did not; ``lowest`` and ``cap`` bound the search."""
+    ``value`` passed, ``first_failed`` failed, ``undecided`` is what the answer could not get past
+    (an inconclusive level, or the level the budget could not pay for); ``lowest`` and ``cap``
+    bound the search; ``requests_sent`` is what it spent of its ``budget_requests``."""
 
     outcome: Outcome
     value: int | None
     first_failed: int | None
+    undecided: int | None
     lowest: int
     cap: int
+    requests_sent: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,22 +113,12 @@ class CapacityResult:
 
 CAPACITY_FILE: Document[CapacityResult] = Document(
     CapacityResult,
-    version=1,
+    version=2,
     name="capacity",
     title="bench capacity result",
     noun="bench capacity",
     schema_file=Path(__file__).with_name("capacity.schema.json"),
 )
-
-
-def describe(answer: Answer, axis: Axis) -> str:
-    """One line for an answer: "4 (5 failed)", "not reached even at 1", "at least 64 (the cap)"."""
-    unit = "" if axis == "concurrency" else " prompt tokens"
-    if answer.outcome == "not_reached":
-        return f"not reached even at {answer.lowest:,}{unit}"
-    if answer.outcome == "cap_passed":
-        return f"at least {answer.cap:,}{unit} (the cap passed)"
-    return f"{answer.value:,}{unit} ({answer.first_failed:,} failed)"
 
 
 def capacity_dir(results_dir: Path, tag: str) -> Path:

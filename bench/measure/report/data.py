@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import median
 
-from bench.measure.capacity.result import CapacityResult, describe
+from bench.measure.capacity.result import CapacityResult
+from bench.measure.capacity.words import describe
 from bench.measure.compare.store import StoredRun
 from bench.measure.report import pareto
 from bench.measure.report.pareto import ParetoPoint
@@ -171,11 +172,11 @@ def capacity_text(found: CapacityResult | None) -> str:
     if found is None:
         return "not measured (bench capacity)"
     criteria = found.criteria
-    users = describe(found.max_users, "concurrency").replace(" (", " users (", 1)
-    text = (
-        f"{users} at {criteria.min_decode_tps:g} tok/s each (p{criteria.decode_percentile * 100:g}), "
-        f"TTFT p{criteria.ttft_percentile * 100:g} under {criteria.max_ttft_ms:,.0f} ms"
-    )
+    text = f"users: {describe(found, 'concurrency')}"
     if found.longest_context is not None:
-        text += f"; one stream up to {describe(found.longest_context, 'context')}"
+        text += f"; one stream's prompt: {describe(found, 'context')}"
+    text += (
+        f"; served means {criteria.target_attainment * 100:g}% of requests at {criteria.min_decode_tps:g} tok/s or "
+        f"faster, TTFT under {criteria.max_ttft_ms:,.0f} ms ({criteria.confidence * 100:g}% confidence)"
+    )
     return text

@@ -35,6 +35,9 @@ VALIDATOR = jsonschema.Draft202012Validator(
 MIN_DECODE = 50.0  # tok/s: a gap of 20 ms
 FAST_MS, SLOW_MS = 10.0, 30.0  # one stream's gap: 100 tok/s, then 33.3 tok/s
 CONTEXT_BOUNDARY = 5888  # the longest prompt that one stream decodes at 100 tok/s
+# Half the requests: a level where every one met it passes after 4 measured requests (the 95%
+# Wilson bound of 4 of 4 is 0.51), one where none did fails after 3 (0 of 3: at most 0.48).
+TARGET = 0.5
 
 
 def _target(server: Scripted) -> Target:
@@ -50,6 +53,7 @@ def _capacity(server: Scripted, tmp_path: Path, **changes: Any) -> tuple[Capacit
         "output_tokens": 32,  # a decode of 31 gaps: a late event moves the speed by under 1%
         "requests": 4,
         "context_requests": 3,
+        "target_attainment": TARGET,
     }
     return asyncio.run(execute(_target(server), CapacityOptions(**{**fields, **changes})))
 
@@ -74,17 +78,20 @@ def test_the_search_finds_exactly_the_users_the_fake_serves_at_the_speed(tmp_pat
     finally:
         server.close()
     users = result.probes
-    assert [(p.value, p.passed) for p in users] == [(1, True), (2, True), (4, True), (8, False), (6, True), (7, False)]
+    assert [(p.value, p.verdict) for p in users] == [
+        (1, "pass"), (2, "pass"), (4, "pass"), (8, "fail"), (6, "pass"), (7, "fail")
+    ]  # fmt: skip
     assert (result.max_users.outcome, result.max_users.value, result.max_users.first_failed) == ("found", 6, 7)
     failed = users[-1]
-    assert "below 50" in failed.failed_because[0]
+    assert failed.requests_met == 0
+    assert failed.because == [f"attainment below 0.5: at most {failed.interval_high:.2f} at 95% confidence"]
     assert failed.decode_tps_low is not None
     assert failed.decode_tps_low < 40  # the slow streams' speed, not the fast ones'
     assert result.longest_context is None
     document = _valid(path)
-    assert document["schema_version"] == 1
+    assert document["schema_version"] == 2
     assert document["criteria"] == {
-        "min_decode_tps": 50.0, "decode_percentile": 0.1, "max_ttft_ms": 2000.0, "ttft_percentile": 0.95
+        "min_decode_tps": 50.0, "max_ttft_ms": 2000.0, "target_attainment": 0.5, "confidence": 0.95
     }  # fmt: skip
     assert path.parent == tmp_path / "results" / "t" / "capacity"
     assert to_json(latest_capacity(tmp_path / "results", "t")) == document
@@ -125,13 +132,16 @@ def test_streams_beyond_the_slots_wait_and_ttft_fails_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three slots: a fourth stream waits for one to free (TTFT up by most of an answer, 330 ms),
-    so with --max-ttft 0.15 the answer is 3 users; the CLI prints the levels in the order
-    measured and the answer, and files what it printed."""
+    so with --max-ttft 0.15 a quarter to a third of the requests at 4 streams miss it, too many
+    for 0.9 of them to meet it, and the answer is 3 users; the CLI prints the levels in the order
+    measured, each level's attainment, and the answer, and files what it printed. (80%
+    confidence: 15 requests, all met, show 0.9, where 95% would take 35.)"""
     monkeypatch.setenv("COLUMNS", "200")  # one line per level: the verdicts are long
     server = Scripted(tmp_path, ttft_ms=20.0, itl_ms=10.0, slots=3, max_model_len=0)
     try:
         args = ["capacity", "--base-url", server.base_url, "--api-key", KEY, "--tag", "t"]
         args += ["--results-dir", str(tmp_path / "results"), "--min-decode", "20", "--max-ttft", "0.15"]
+        args += ["--target-attainment", "0.9", "--confidence", "0.8"]
         args += ["--max-concurrency", "8", "--input-tokens", "64", "--output-tokens", "32", "--requests", "4"]
         code = main([*args, "--no-context"])
         out = capsys.readouterr().out
@@ -141,11 +151,12 @@ def test_streams_beyond_the_slots_wait_and_ttft_fails_them(
         server.close()
     assert code == 0, out
     header, rows = read_table(out, "search")
-    assert header == ["search", "level", "ok", "decode p10", "TTFT p95", "verdict"]
+    columns = ["search", "level", "sent", "met", "attainment [interval]", "decode p10", "TTFT p95", "verdict"]
+    assert header == columns
     assert [row[1] for row in rows] == ["c=1", "c=2", "c=4", "c=3"]
-    assert [row[5].split(":")[0] for row in rows] == ["pass", "pass", "fail", "pass"]
-    assert "TTFT p95" in rows[2][5]
-    assert "above 150" in rows[2][5]
+    assert [row[7].split(":")[0] for row in rows] == ["pass", "pass", "fail", "pass"]
+    assert rows[2][7].startswith("fail: attainment below 0.9: at most 0.")
+    assert rows[2][7].endswith(" at 80% confidence")
     assert "max users: 3 (4 failed)" in out
     assert "longest context" not in out
     (path,) = (tmp_path / "results" / "t" / "capacity").glob("*.json")
@@ -154,6 +165,96 @@ def test_streams_beyond_the_slots_wait_and_ttft_fails_them(
     assert document["max_users"]["value"] == 3
     assert no_length == 2
     assert "--max-context: the server does not say its context length" in err
+
+
+def test_a_context_level_at_the_target_is_inconclusive_and_the_cli_gives_no_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past 350 prompt tokens every second request decodes slowly, so half of them meet the
+    service level, the target 0.5 (of the measured ones, a third or two thirds: each batch's
+    first request is warm-up). Those levels stay inconclusive through the batches that
+    --max-requests-per-level 12 allows (3 or 6 of 9 leave 0.5 inside the interval); 320 passes,
+    384 is the first level that did not, and it is inconclusive, so the longest context has no
+    number: the CLI names 384, its attainment and interval, and the flag that samples more; the
+    file says the same."""
+    monkeypatch.setenv("COLUMNS", "250")
+    server = Scripted(
+        tmp_path,
+        ttft_ms=20.0,
+        itl_ms=FAST_MS,
+        slow_itl_ms=SLOW_MS,
+        slow_above_prompt_tokens=350,
+        slow_every=2,
+        max_model_len=16384,
+    )
+    try:
+        args = ["capacity", "--base-url", server.base_url, "--api-key", KEY, "--tag", "t"]
+        args += ["--results-dir", str(tmp_path / "results"), "--min-decode", str(MIN_DECODE)]
+        args += ["--target-attainment", str(TARGET), "--max-concurrency", "1", "--input-tokens", "256"]
+        args += ["--output-tokens", "32", "--requests", "4", "--context-requests", "4"]
+        code = main([*args, "--max-requests-per-level", "12", "--max-context", "1024"])
+        out = capsys.readouterr().out
+    finally:
+        server.close()
+    assert code == 0, out
+    (path,) = (tmp_path / "results" / "t" / "capacity").glob("*.json")
+    _valid(path)
+    result = capacity_results.CAPACITY_FILE.read(path)
+    context = [probe for probe in result.probes if probe.axis == "context"]
+    assert [(p.value, p.verdict) for p in context] == [
+        (256, "pass"), (512, "inconclusive"), (384, "inconclusive"), (320, "pass")
+    ]  # fmt: skip
+    answer = result.longest_context
+    assert answer is not None
+    assert (answer.outcome, answer.value, answer.first_failed, answer.undecided) == ("inconclusive", 320, None, 384)
+    undecided = context[2]
+    assert undecided.requests_sent == 12  # three batches of 4, the most the level may send
+    assert undecided.interval_low is not None
+    assert undecided.interval_high is not None
+    assert undecided.interval_low < TARGET <= undecided.interval_high
+    assert undecided.because == ["no room for another batch of 4 under --max-requests-per-level 12"]
+    assert result.max_users.outcome == "cap_passed"
+    line = next(line for line in out.splitlines() if line.startswith("longest context:"))
+    assert line == (
+        f"longest context: no answer (320 prompt tokens passed): 384 tok is inconclusive, attainment "
+        f"{undecided.attainment:.2f} [{undecided.interval_low:.2f}, {undecided.interval_high:.2f}] after "
+        f"{undecided.requests_measured} measured requests, its 95% interval straddling 0.5; no room for another "
+        "batch of 4 under --max-requests-per-level 12: raise it to sample more"
+    )
+    assert "longest context: 320" not in out
+
+
+def test_a_budget_that_runs_out_answers_at_least_the_highest_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every level passes, but --budget 40 pays only for the first levels: the search stops when
+    the next level's first batch would pass it, and the answer is "at least" the highest level
+    that passed, never a plain number; the file records what was sent and where it stopped."""
+    monkeypatch.setenv("COLUMNS", "200")
+    server = Scripted(tmp_path, ttft_ms=20.0, itl_ms=FAST_MS, max_model_len=16384)
+    try:
+        args = ["capacity", "--base-url", server.base_url, "--api-key", KEY, "--tag", "t", "--no-context"]
+        args += ["--results-dir", str(tmp_path / "results"), "--min-decode", str(MIN_DECODE)]
+        args += ["--target-attainment", str(TARGET), "--input-tokens", "256", "--output-tokens", "32"]
+        code = main([*args, "--requests", "4", "--budget", "40"])
+        out = capsys.readouterr().out
+    finally:
+        server.close()
+    assert code == 0, out
+    (path,) = (tmp_path / "results" / "t" / "capacity").glob("*.json")
+    _valid(path)
+    result = capacity_results.CAPACITY_FILE.read(path)
+    users = result.max_users
+    assert users.outcome == "at_least"
+    assert all(probe.verdict == "pass" for probe in result.probes)
+    assert users.value == result.probes[-1].value
+    assert users.requests_sent == sum(probe.requests_sent for probe in result.probes) <= 40
+    assert users.undecided == 2 * users.value  # the next level of the growth
+    assert users.requests_sent + max(4, 4 * users.undecided) > 40  # its first batch would not fit
+    assert (
+        f"max users: at least {users.value}: the budget of 40 requests ran out before c={users.undecided} "
+        f"({users.requests_sent} sent); raise --budget to search further"
+    ) in out
 
 
 @pytest.mark.parametrize(
@@ -165,6 +266,10 @@ def test_streams_beyond_the_slots_wait_and_ttft_fails_them(
         (["--requests", "1"], "--requests: must be at least 2"),
         (["--output-tokens", "1"], "--output-tokens: must be at least 2"),
         (["--max-context", "100", "--input-tokens", "512"], "--max-context: must be at least 512"),
+        (["--target-attainment", "1"], "--target-attainment: must be between 0 and 1"),
+        (["--confidence", "0"], "--confidence: must be between 0 and 1"),
+        (["--max-requests-per-level", "4"], "--max-requests-per-level: must be at least 8"),
+        (["--budget", "7"], "--budget: must be at least 8"),
     ],
 )
 def test_bad_flags_are_refused_by_name_before_any_request(
@@ -191,6 +296,6 @@ def test_latest_capacity_reads_the_newest_and_refuses_other_versions(tmp_path: P
     folder.mkdir(parents=True)
     (folder / "20260101T000000.000000Z.json").write_text('{"schema_version": 7}', encoding="utf-8")
     with pytest.raises(
-        ResultFileError, match="schema_version 7; this bench reads bench capacity files of schema_version 1"
+        ResultFileError, match="schema_version 7; this bench reads bench capacity files of schema_version 2"
     ):
         latest_capacity(tmp_path, "t")

@@ -83,11 +83,8 @@ def test_report_of_an_unknown_tag_is_a_config_error(results: Path, capsys: pytes
     assert capsys.readouterr().err.startswith("bench: error: tag 'nope': no result files under ")
 
 
-def test_the_capacity_line_comes_from_the_latest_capacity_search() -> None:
-    criteria = capacity_results.Criteria(
-        min_decode_tps=20, decode_percentile=0.1, max_ttft_ms=2000, ttft_percentile=0.95
-    )
-    found = capacity_results.CapacityResult(
+def _capacity(users: capacity_results.Answer) -> capacity_results.CapacityResult:
+    return capacity_results.CapacityResult(
         schema_version=capacity_results.CAPACITY_FILE.version,
         tag="mtp",
         started_at="2026-11-11T12:00:00+00:00",
@@ -95,18 +92,39 @@ def test_the_capacity_line_comes_from_the_latest_capacity_search() -> None:
         model="m",
         engine="vllm",
         served_context=65536,
-        criteria=criteria,
-        shape=capacity_results.Shape(input_tokens=512, output_tokens=128, requests=16, context_requests=3),
+        criteria=capacity_results.Criteria(min_decode_tps=20, max_ttft_ms=2000, target_attainment=0.9, confidence=0.95),
+        shape=capacity_results.Shape(
+            512, 128, requests=16, context_requests=3, max_requests_per_level=256, budget_requests=3000
+        ),
         probes=[],
-        max_users=capacity_results.Answer(outcome="found", value=6, first_failed=7, lowest=1, cap=64),
+        max_users=users,
         longest_context=capacity_results.Answer(
-            outcome="cap_passed", value=65408, first_failed=None, lowest=512, cap=65408
+            outcome="cap_passed",
+            value=65408,
+            first_failed=None,
+            undecided=None,
+            lowest=512,
+            cap=65408,
+            requests_sent=30,
         ),
     )
+
+
+def test_the_capacity_line_comes_from_the_latest_capacity_search() -> None:
+    """A found answer is a number, with the service level it was judged on; a cap that passed and
+    a budget that ran out read "at least"; an answer that hangs on an inconclusive level names it
+    and gives no number."""
+    found = _capacity(capacity_results.Answer("found", 6, 7, None, lowest=1, cap=64, requests_sent=900))
+    served = "served means 90% of requests at 20 tok/s or faster, TTFT under 2,000 ms (95% confidence)"
     assert report_data.capacity_text(found) == (
-        "6 users (7 failed) at 20 tok/s each (p10), TTFT p95 under 2,000 ms; "
-        "one stream up to at least 65,408 prompt tokens (the cap passed)"
+        f"users: 6 (7 failed); one stream's prompt: at least 65,408 prompt tokens (the cap passed); {served}"
     )
+    budget = _capacity(capacity_results.Answer("at_least", 4, None, 8, lowest=1, cap=64, requests_sent=2990))
+    assert report_data.capacity_text(budget).startswith(
+        "users: at least 4: the budget of 3,000 requests ran out before c=8 (2,990 sent); raise --budget"
+    )
+    undecided = _capacity(capacity_results.Answer("inconclusive", 7, None, 8, lowest=1, cap=64, requests_sent=1200))
+    assert report_data.capacity_text(undecided).startswith("users: no answer (7 passed): c=8 is inconclusive; ")
     assert report_data.capacity_text(None) == "not measured (bench capacity)"
 
 
