@@ -85,11 +85,10 @@ def _kept(invocation: str, previous: str) -> dict[str, Any]:
     if isinstance(startup, dict) and startup.get("invocation_id") == invocation:
         if "ready_s" in startup:
             return {key: startup.get(key) for key in READY_KEYS}
-        return _null(f"this start of the unit (invocation {invocation}) was recorded before start-ups were timed")
+        return _null(f"invocation {invocation} was recorded before start-ups were timed")
     return _null(
-        f"this start of the unit (invocation {invocation}) was not made by the site.yml run that recorded it "
-        "(a restart by the watchdog or by hand), so its first answer was not timed; the next start "
-        "site.yml makes is timed"
+        f"invocation {invocation} was started outside site.yml (the watchdog, or by hand), so its first "
+        "answer was not timed"
     )
 
 

@@ -156,7 +156,7 @@ def test_a_second_run_keeps_the_figure_of_the_same_start_and_none_for_another(tm
     assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
     document = json.loads(path.read_text(encoding="utf-8"))
     assert document["startup"]["ready_s"] is None
-    assert document["startup"]["ready_reason"].startswith("this start of the unit (invocation 4567ef) was not made")
+    assert document["startup"]["ready_reason"].startswith("invocation 4567ef was started outside site.yml")
     assert read_deployment(path).startup.ready_s is None
 
 
