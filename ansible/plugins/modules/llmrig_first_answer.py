@@ -15,8 +15,8 @@ description:
     O(api_key_file) on the host when one is named (so it is never a module argument).
   - Reports the host's CLOCK_MONOTONIC, in microseconds, when the request was sent and when the
     whole answer arrived. An engine that does not answer 200 is reported with RV(answered) false
-    and why, never as a failure: the measurement must not fail a deploy; the engine's verify checks
-    the chat itself.
+    and why, never as a failure (a measurement must not fail a deploy; the engine role's verify checks
+    the chat itself).
   - Never changes anything on the host (the engine may load a model to answer, as Ollama does).
 options:
   base_url:
