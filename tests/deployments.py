@@ -62,7 +62,10 @@ def deployment(
         config_version=config_version,
         unit=spec.unit,
         endpoint=endpoint,
-        startup=Startup("0123abcd", "Tue 2026-12-01 10:00:00 UTC", dict(startup or {})),
+        # Read as the file is, so that ``startup`` may hold the typed figures (ready_s) beside the engine's facts.
+        startup=Startup.__from_json__(
+            {"invocation_id": "0123abcd", "active_since": "Tue 2026-12-01 10:00:00 UTC", **(startup or {})}, "startup"
+        ),
         host=HostFacts(list(gpus), gpus[0].driver_version if gpus else "", "AMD Ryzen 9 7950X"),
         section=section,
     )

@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # matplotlib, numpy and scipy load only when a report is made
     from bench.measure.report.data import Card
 
 DESCRIPTION = """\
-For each TAG: its capability card (one-stream decode at the shortest and longest prompt it ran,
+For each TAG: its capability card (the engine's start-up, unit start to first answer, from the
+deployment.json of its newest run; one-stream decode at the shortest and longest prompt it ran,
 capacity from its latest `bench capacity`, time to first answer with thinking on and off and the
 checks of its latest `bench probe`, tokens per joule and energy per million tokens where NVML
 measured them), printed here and on the page; and the plots of all tags together: throughput

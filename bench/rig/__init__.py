@@ -3,7 +3,8 @@
 Model presets (:mod:`~bench.rig.presets`), the cross-field rules and their two phases
 (:mod:`~bench.rig.rules`, :mod:`~bench.rig.validation`) with the one finding type of the rules
 and the planner (:mod:`~bench.rig.problems`), the ``vllm serve`` command line
-(:mod:`~bench.rig.vllm_flags`), vLLM's start-up facts (:mod:`~bench.rig.startup`), the KV
+(:mod:`~bench.rig.vllm_flags`), vLLM's start-up facts (:mod:`~bench.rig.startup`), the unit's
+start to its first answer (:mod:`~bench.rig.ready`), the KV
 planner (:mod:`~bench.rig.plan`, its arithmetic :mod:`~bench.rig.plan_math`, its inputs
 :mod:`~bench.rig.plan_inputs`), the artifacts rule (:mod:`~bench.rig.artifacts`), the engine
 table (:mod:`~bench.rig.engines`: each engine's knobs, owned flags, paths, authentication and

@@ -11,7 +11,8 @@ these types never reaches the host. The role fetches it to the controller
   does (``local_base_url``, loopback for an engine bound to every interface), the health and
   metrics URLs and the API key file, each written once by the engine's role, never rebuilt from
   another URL;
-- :class:`Startup`: the unit's invocation and what the engine said about itself once it served;
+- :class:`Startup`: the unit's invocation, its start to its first answer (:mod:`bench.rig.ready`),
+  and what the engine said about itself once it served;
 - :class:`~bench.rig.host_record.HostFacts`: the GPUs, driver and CPU that preflight found;
 - the engine's own section, under its name (``vllm``: its arguments, environment, versions and
   model; :class:`EngineSection`);
@@ -72,10 +73,15 @@ class Engines:
 @dataclass(frozen=True, slots=True)
 class Startup:
     """What the running engine said about itself once it served (vLLM's start-up log, llama.cpp's
-    /props, Ollama's version), beside the unit's invocation and when it became active."""
+    /props, Ollama's version), beside the unit's invocation, when it became active, and how long it
+    took from the unit's start to its first answer (:mod:`bench.rig.ready`)."""
 
     invocation_id: str
     active_since: str
+    ready_s: float | None = None  # unit start to the first chat completion answered (health_s + first_answer_s)
+    health_s: float | None = None  # unit start to the health URL's first 200
+    first_answer_s: float | None = None  # the first chat completion, sent to answered
+    ready_reason: str | None = None  # why ready_s is null (then written as null); None when measured
     facts: JsonObject = field(default_factory=dict)  # the engine's own keys, as its role recorded them
 
     def number(self, name: str) -> float | None:
@@ -90,7 +96,8 @@ class Startup:
         return int(tokens) if tokens is not None and tokens > 0 else None
 
     def __to_json__(self) -> JsonObject:
-        return open_to_json(self, _STARTUP, self.facts)
+        unknown = {"ready_s": None} if self.ready_reason is not None else {}  # null beside its reason
+        return {**unknown, **open_to_json(self, _STARTUP, self.facts)}
 
     @staticmethod
     def __from_json__(data: object, path: str) -> Startup:
@@ -130,7 +137,14 @@ class EngineSection:
         return open_schema(EngineSection, _SECTION, definitions)
 
 
-_STARTUP: Known = (("invocation_id", str), ("active_since", str))
+_STARTUP: Known = (
+    ("invocation_id", str),
+    ("active_since", str),
+    ("ready_s", float | None),
+    ("health_s", float | None),
+    ("first_answer_s", float | None),
+    ("ready_reason", str | None),
+)
 _SECTION: Known = (("unit", str), ("model", JsonObject), ("args", list[str] | None), ("env", JsonObject | None))
 
 

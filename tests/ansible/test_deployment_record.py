@@ -54,7 +54,7 @@ def _write_task() -> dict[str, Any]:
 
 def _render(tmp_path: Path, published: dict[str, Any], **knobs: Any) -> tuple[PlaybookRun, Path]:
     """record.yml's write task rendered on localhost after preflight, with ``published`` as
-    llmrig_engine (and ``knobs`` over group_vars, as extra vars)."""
+    llmrig_engine (and ``knobs`` over group_vars and the registered results, as extra vars)."""
     task = _write_task()
     engine_vars = yaml.safe_load((REPO / "roles/engine/vars/main.yml").read_text(encoding="utf-8"))
     dump = tmp_path / "deployment.json"
@@ -67,12 +67,16 @@ def _render(tmp_path: Path, published: dict[str, Any], **knobs: Any) -> tuple[Pl
             for name in ("_engine_units", "_engine_endpoint", "_engine_proxy_url", "_engine_api_key_path")
         },
         "ansible_host": "gpu-box",
+        "__engine_show": {
+            "stdout_lines": [
+                "InvocationID=0123abcd",
+                "ActiveEnterTimestamp=Tue 2026-12-01 10:00:00 UTC",
+                "ExecMainStartTimestampMonotonic=5000000400",
+            ]
+        },
         **knobs,
         "llmrig_engine": published,
         "llmrig_engine_record": RECORD,
-        "__engine_show": {
-            "stdout_lines": ["InvocationID=0123abcd", "ActiveEnterTimestamp=Tue 2026-12-01 10:00:00 UTC"]
-        },
         "__engine_git": {"rc": 0, "stdout": "v1.4-2-gabc1234"},
     }
     return run_playbook(PLAYBOOK, extra, host="gpu", check=False, tmp_path=tmp_path), dump
@@ -98,6 +102,62 @@ def test_the_role_writes_a_record_bench_reads(tmp_path: Path) -> None:
     assert record.startup.invocation_id == "0123abcd"
     assert record.startup.kv_cache_tokens == 228010
     assert record.section.facts["versions"] == {"vllm": "0.33.0"}
+
+
+# What the engine role gathers to time a start it made (roles/engine/tasks/start.yml and record.yml):
+# journalctl --output=json lines of the invocation, the health wait's and the first answer's returns.
+_JOURNAL = "\n".join(
+    json.dumps({"__MONOTONIC_TIMESTAMP": str(stamp), "_BOOT_ID": "b0", field: "0123abcd"})
+    for stamp, field in ((5_000_000_000, "INVOCATION_ID"), (5_000_120_000, "_SYSTEMD_INVOCATION_ID"))
+)
+TIMED = {
+    "__engine_start": {"changed": True},
+    "__engine_wait": {"invocation_id": "0123abcd", "boot_id": "b0", "healthy_monotonic_us": 5_095_300_000},
+    "__engine_start_journal": {"stdout": _JOURNAL},
+    "__engine_first_answer": {
+        "answered": True,
+        "sent_monotonic_us": 5_101_000_000,
+        "answered_monotonic_us": 5_101_420_000,
+        "msg": "",
+    },
+}
+
+
+def test_a_start_this_run_made_is_timed_to_its_first_answer(tmp_path: Path) -> None:
+    """The unit's start (its journal's first line) to the health wait's first 200 is 95.3 s, the first
+    chat completion 0.42 s: startup.ready_s is 95.72 in the typed record."""
+    run, path = _render(tmp_path, PUBLISHED, **TIMED)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    startup = read_deployment(path).startup
+    assert (startup.ready_s, startup.health_s, startup.first_answer_s, startup.ready_reason) == (
+        95.72,
+        95.3,
+        0.42,
+        None,
+    )
+    assert "ready_reason" not in json.loads(path.read_text(encoding="utf-8"))["startup"]
+
+
+def test_a_second_run_keeps_the_figure_of_the_same_start_and_none_for_another(tmp_path: Path) -> None:
+    """A run that did not start the unit: the host's record of the same invocation keeps its figures
+    (the file does not change); a start made outside the run is null, saying why."""
+    run, path = _render(tmp_path, PUBLISHED, **TIMED)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    first = path.read_bytes()
+    previous = {"content": base64.b64encode(first).decode()}
+    again = {"__engine_start": {"changed": False}, "__engine_previous": previous}
+    run, path = _render(tmp_path, PUBLISHED, **again)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    assert path.read_bytes() == first
+    restarted = {
+        "stdout_lines": ["InvocationID=4567ef", "ActiveEnterTimestamp=Tue 2026-12-01 11:00:00 UTC"],
+    }
+    run, path = _render(tmp_path, PUBLISHED, **again, __engine_show=restarted)
+    assert run.returncode == 0, run.failed_tasks or run.output[-3000:]
+    document = json.loads(path.read_text(encoding="utf-8"))
+    assert document["startup"]["ready_s"] is None
+    assert document["startup"]["ready_reason"].startswith("invocation 4567ef was started outside site.yml")
+    assert read_deployment(path).startup.ready_s is None
 
 
 def test_with_the_proxy_clients_get_its_url_and_the_key_for_every_engine(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bench.rig import DEPLOYMENT_VERSION
 from tests import browser, https
@@ -229,6 +230,26 @@ def _assert_serves(box: Box, engine: str) -> None:
     assert deployment["served_model_name"] == SERVED[engine]
 
 
+def _health_timeout_s(box: Box) -> float:
+    """The health wait's limit on this box: its host_vars', else group_vars' engine_health_timeout_s."""
+    defaults = yaml.safe_load((REPO / "group_vars/all/engine.yml").read_text(encoding="utf-8"))
+    return float(box.host_vars().get("engine_health_timeout_s", defaults["engine_health_timeout_s"]))
+
+
+def _assert_timed_start(box: Box, engine: str) -> bytes:
+    """The run that put ``engine`` in charge started its unit, so deployment.json times that start:
+    unit start to first answer, positive, under the health wait's limit, the sum of its two parts
+    (each rounded to 0.01 s); the invocation is the unit's. Returns the fetched file."""
+    fetched = (box.artifacts / "e2e" / "deployment.json").read_bytes()
+    startup = json.loads(fetched)["startup"]
+    assert "ready_reason" not in startup, startup
+    assert 0 < startup["health_s"] <= startup["ready_s"] < _health_timeout_s(box), (engine, startup)
+    assert startup["first_answer_s"] >= 0, startup
+    assert abs(startup["ready_s"] - startup["health_s"] - startup["first_answer_s"]) <= 0.011, startup
+    assert startup["invocation_id"] == box.unit(ENGINES[engine])["InvocationID"]
+    return fetched
+
+
 def _converge(
     box: Box, engine: str, *flags: str, check: tuple[str, ...] = (), dry_run: bool = True, again: bool = True
 ) -> tuple[PlaybookRun, ...]:
@@ -247,11 +268,14 @@ def _converge(
     assert first.returncode == 0, first.failed_tasks or first.output[-4000:]
     _assert_only(box, engine)
     _assert_serves(box, engine)
+    timed = _assert_timed_start(box, engine)
     runs.append(first)
     if again:
         second = box.play("site.yml", inference_engine=engine)
         assert second.returncode == 0, second.failed_tasks or second.output[-4000:]
         assert second.changed == 0, second.changed_tasks
+        # The same start: the recorded start-up stays as it was, byte for byte.
+        assert (box.artifacts / "e2e" / "deployment.json").read_bytes() == timed
         runs.append(second)
     return tuple(runs)
 

@@ -29,6 +29,7 @@ from bench.rig import (
     networks,
     nvidia,
     open_webui,
+    ready,
     rules,
     sandbox,
     specs,
@@ -247,6 +248,11 @@ def llmrig_vllm_startup_facts(journal: str) -> dict[str, Any]:
     return startup.parse_vllm_log(journal)
 
 
+def llmrig_engine_ready(parts: dict[str, Any]) -> dict[str, Any]:
+    """deployment.json's start-up figures (unit start to first answer) from what the engine role gathered."""
+    return ready.ready_facts(parts)
+
+
 def _where(value: Any) -> str:
     """Where Ansible says ``value`` was set (a file and line, or the -e option), from the origin
     tags of ansible-core 2.19's data tagging; '' when it does not say or the API is not there."""
@@ -387,6 +393,7 @@ class FilterModule:
             "llmrig_env_file": llmrig_env_file,
             "llmrig_public_env": llmrig_public_env,
             "llmrig_vllm_startup_facts": llmrig_vllm_startup_facts,
+            "llmrig_engine_ready": llmrig_engine_ready,
             "llmrig_mtp_refusal": llmrig_mtp_refusal,
             "llmrig_open_webui_env": llmrig_open_webui_env,
             "llmrig_pip_config": llmrig_pip_config,

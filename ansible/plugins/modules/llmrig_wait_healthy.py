@@ -55,6 +55,20 @@ elapsed_s:
   description: Seconds until the health URL answered 200.
   type: float
   returned: success
+healthy_monotonic_us:
+  description:
+    - The host's CLOCK_MONOTONIC in microseconds (the journal's __MONOTONIC_TIMESTAMP clock) when the
+      health URL first answered 200; the engine role times the unit's start-up from it.
+  type: int
+  returned: success
+invocation_id:
+  description: The unit's InvocationID when the health URL answered 200 (the start that answered).
+  type: str
+  returned: success
+boot_id:
+  description: The host's boot ID, which the monotonic clock belongs to ('' when unreadable).
+  type: str
+  returned: success
 restarts:
   description: systemd's NRestarts of the unit when the wait ended.
   type: int
@@ -173,6 +187,15 @@ def journal_report(unit: str, invocation: str, lines: int) -> str:
     return "\n".join(parts)
 
 
+def boot_id() -> str:
+    """This boot's ID (the journal's _BOOT_ID, undashed), or '' when the kernel does not say."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip().replace("-", "")
+    except OSError:
+        return ""
+
+
 def probe(url: str) -> int | None:
     """HTTP status of a GET on ``url``, or None when nothing answers."""
     try:
@@ -212,9 +235,17 @@ def wait(params: dict[str, Any]) -> dict[str, Any]:
             }
         invocation = state.get("InvocationID") or invocation
         last_status = probe(params["url"])
+        answered_ns = time.monotonic_ns()  # CLOCK_MONOTONIC on Linux, as systemd's and the journal's
         elapsed = time.monotonic() - started
         if last_status == 200:
-            return {"changed": False, "elapsed_s": round(elapsed, 1), "restarts": restarts}
+            return {
+                "changed": False,
+                "elapsed_s": round(elapsed, 1),
+                "restarts": restarts,
+                "healthy_monotonic_us": answered_ns // 1000,
+                "invocation_id": invocation,
+                "boot_id": boot_id(),
+            }
         if elapsed >= params["timeout_s"]:
             return {
                 "failed": True,

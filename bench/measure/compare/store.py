@@ -19,10 +19,12 @@ from bench.measure.run.results import RunResult
 from bench.rig import parse_flags
 
 # Facts that change with every restart or every run, not with the configuration.
-VOLATILE = ("startup.invocation_id", "startup.active_since", "startup.time_to_ready_s", "startup.ready_s")
+VOLATILE = ("startup.invocation_id", "startup.active_since")
 # What an engine measured about itself while it started (load and capture times, memory, the KV
-# pool it could allocate): outcomes of a configuration, never a cause of a difference.
+# pool it could allocate) and the time from its unit's start to its first answer (startup.ready_s,
+# bench.rig.ready, or why it was not measured): outcomes of a configuration, never a cause.
 OUTCOMES = (
+    "startup.ready_reason",
     "startup.kv_cache_tokens",
     "startup.max_concurrency",
     "server.cache_config.num_gpu_blocks",

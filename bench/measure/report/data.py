@@ -1,7 +1,8 @@
 """What ``bench report`` draws and prints, gathered from each tag's result files: throughput
 against concurrency, the TTFT and inter-token distributions, TTFT against prompt length, the KV
 pool's usage over time, the per-user against aggregate trade-off (:mod:`.pareto`),
-speculative-decoding acceptance, and the tag's capability card.
+speculative-decoding acceptance, and the tag's capability card (with the start-up of the engine the
+newest run measured: its unit's start to its first answer, from deployment.json).
 
 Figures over several runs of a tag are medians over its runs; distributions pool the measured
 requests of every run (the same warm-up and window as ``bench run``).
@@ -19,6 +20,7 @@ from bench.measure.report import pareto
 from bench.measure.report.pareto import ParetoPoint
 from bench.measure.run import levels, results
 from bench.measure.run.results import LevelResult
+from bench.rig import Deployment
 
 JOULES_PER_KWH = 3.6e6
 
@@ -49,7 +51,8 @@ class TagSeries:
 @dataclass(frozen=True, slots=True)
 class Card:
     """A tag's capability card: what one stream decodes at its shortest and longest prompt, how
-    many users it serves, time to first answer with thinking on and off, its probes, energy."""
+    many users it serves, time to first answer with thinking on and off, its probes, energy, and
+    how long the engine took from its unit's start to its first answer."""
 
     tag: str
     engine: str
@@ -66,6 +69,7 @@ class Card:
     tokens_per_joule: float | None
     kwh_per_million_tokens: float | None
     spec_per_request: tuple[float, float] | None = None  # per-request acceptance p50 and pooled, medians over levels
+    startup: str = "not recorded (no deployment.json)"  # the newest run's unit start to first answer, in words
 
 
 def _one_stream(level: LevelResult) -> bool:
@@ -126,6 +130,28 @@ def series(tag: str, stored: list[StoredRun]) -> TagSeries:
     )
 
 
+def startup_text(record: Deployment | None) -> str:
+    """The card's start-up line from a deployment record: its unit's start to its first answer
+    (bench.rig.ready), split into vLLM's model load, torch.compile and CUDA graphs and the rest
+    where its log gave them, else into the health wait and the first answer; or why not measured."""
+    if record is None:
+        return "not recorded (no deployment.json)"
+    startup = record.startup
+    if startup.ready_s is None:
+        return f"not measured: {startup.ready_reason or 'recorded before start-ups were timed'}"
+    load = startup.number("model_load_seconds")
+    graphs = [value for value in map(startup.number, ("torch_compile_seconds", "graph_capture_seconds")) if value]
+    parts = [f"load {load:,.1f} s"] if load is not None else []
+    parts += [f"compile and graphs {sum(graphs):,.1f} s"] if graphs else []
+    if parts:
+        parts.append(f"rest {startup.ready_s - (load or 0.0) - sum(graphs):,.1f} s")
+    elif startup.health_s is not None and startup.first_answer_s is not None:
+        loads = ", which loads the model" if record.engine == "ollama" else ""
+        parts = [f"health {startup.health_s:,.1f} s", f"first answer {startup.first_answer_s:,.2f} s{loads}"]
+    split = f" ({', '.join(parts)})" if parts else ""
+    return f"unit start to first answer {startup.ready_s:,.1f} s{split}"
+
+
 def card(
     tag: str, stored: list[StoredRun], *, capacity: str, probes: str, ttfo: tuple[float | None, float | None]
 ) -> Card:
@@ -164,6 +190,7 @@ def card(
         spec_per_request=(median(s.acceptance.p50 for s in spec), median(s.pooled_acceptance for s in spec))
         if spec
         else None,
+        startup=startup_text(newest.result.environment.deployment_record),
     )
 
 

@@ -36,6 +36,7 @@ def card_rows(card: Card) -> list[tuple[str, str]]:
         ("engine, preset", f"{card.engine}, {card.preset or 'unknown preset'}"),
         ("served by", card.group or "one box"),
         ("runs", str(card.runs)),
+        ("start-up", card.startup),
         (
             "decode, one stream, short prompt",
             "not measured" if short is None else f"{short.y:,.1f} tok/s at {short.x:,.0f} tokens",

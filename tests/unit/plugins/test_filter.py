@@ -71,6 +71,7 @@ def test_plugin_falls_back_to_the_checkout(tmp_path: Path) -> None:
                 "llmrig_vllm_args",
                 "llmrig_vllm_env",
                 "llmrig_vllm_startup_facts",
+                "llmrig_engine_ready",
                 "llmrig_mtp_refusal",
                 "llmrig_open_webui_env",
                 "llmrig_pip_config",

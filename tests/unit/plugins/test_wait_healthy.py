@@ -7,6 +7,7 @@ are the protocol fakes in tests/fakes/systemd (the real ones run in the end-to-e
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,19 @@ def _params(url: str, **changes: Any) -> dict[str, Any]:
 def test_waits_through_503_until_200(engine: HealthEngine, unit_state: Path) -> None:
     """503 while loading, then 200: success, no change, elapsed reported."""
     engine.answers = [503, 503, 503, 200]
+    before = time.monotonic_ns() // 1000
     result = MODULE.wait(_params(engine.url))
-    assert result == {"changed": False, "elapsed_s": result["elapsed_s"], "restarts": 0}
+    after = time.monotonic_ns() // 1000
+    assert result == {
+        "changed": False,
+        "elapsed_s": result["elapsed_s"],
+        "restarts": 0,
+        "healthy_monotonic_us": result["healthy_monotonic_us"],
+        "invocation_id": "abc",
+        "boot_id": Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip().replace("-", ""),
+    }
+    # The moment of the 200 on the clock the journal stamps lines with: after the wait began, before it returned.
+    assert before < result["healthy_monotonic_us"] <= after
     assert engine.probes == 4
 
 

@@ -45,6 +45,23 @@ def test_the_role_writes_a_record_that_reads_back_whole() -> None:
     assert (read.startup.kv_cache_tokens, read.startup.number("max_concurrency")) == (55356, 27.03)
 
 
+def test_the_start_up_figures_are_typed_and_a_null_keeps_its_reason() -> None:
+    """startup.ready_s and its parts read as numbers; a null ready_s is written as null beside
+    ready_reason, so the record says it was not measured rather than leaving the key out."""
+    timed = {"ready_s": 95.72, "health_s": 95.3, "first_answer_s": 0.42, "kv_cache_tokens": 5}
+    read = parse_deployment(record(_parts(startup=timed)), "deployment.json")
+    assert (read.startup.ready_s, read.startup.health_s, read.startup.first_answer_s) == (95.72, 95.3, 0.42)
+    assert (read.startup.ready_reason, read.startup.facts) == (None, {"kv_cache_tokens": 5})
+    document = record(_parts(startup={"ready_s": None, "health_s": None, "ready_reason": "not timed"}))
+    assert list(VALIDATOR.iter_errors(document)) == []
+    assert {key: document["startup"][key] for key in ("ready_s", "ready_reason")} == {
+        "ready_s": None,
+        "ready_reason": "not timed",
+    }
+    assert "health_s" not in document["startup"]
+    assert parse_deployment(document, "deployment.json").startup.ready_s is None
+
+
 @pytest.mark.parametrize("engine", ["vllm", "ollama", "llamacpp"])
 def test_every_engine_has_its_section_under_its_name(engine: str) -> None:
     """The one key beside the record's own is the engine's name; Ollama's records no command line."""

@@ -84,10 +84,13 @@ def test_what_differs_between_the_configurations_is_listed(results: Path) -> Non
 
 
 def test_start_up_timings_are_outcomes_not_causes(tmp_path: Path) -> None:
-    """Load times, memory and the KV pool the engine found are what a configuration led to: listed
-    apart from the configuration's differences, which alone are candidate causes."""
+    """Load times, memory, the KV pool the engine found and its unit's start to first answer (or why
+    that was not measured) are what a configuration led to: listed apart from the configuration's
+    differences, which alone are candidate causes."""
+    ready = ({"ready_s": 95.72, "health_s": 95.3}, {"ready_s": None, "ready_reason": "not timed"})
     for tag, seed, dtype, load_s, tokens in (("a", 1, "auto", 41.5, 120_000), ("b", 2, "fp8", 38.25, 240_000)):
         facts = {
+            **ready[seed - 1],
             "model_load_seconds": load_s,
             "graph_capture_gib": 0.5 * seed,
             "kv_cache_tokens": tokens,
@@ -102,8 +105,11 @@ def test_start_up_timings_are_outcomes_not_causes(tmp_path: Path) -> None:
     }
     assert result.outcomes == {
         "startup.graph_capture_gib": ("0.5", "1.0"),
+        "startup.health_s": ("95.3", None),
         "startup.kv_cache_tokens": ("120000", "240000"),
         "startup.model_load_seconds": ("41.5", "38.25"),
+        "startup.ready_reason": (None, "not timed"),
+        "startup.ready_s": ("95.72", None),
     }
 
 

@@ -13,6 +13,8 @@ from bench.cli import main
 from bench.measure.capacity import result as capacity_results
 from bench.measure.compare import store
 from bench.measure.report import data as report_data
+from bench.measure.report import page
+from tests import deployments
 from tests.synthetic_runs import Shape, file_run, make_run
 
 
@@ -135,3 +137,54 @@ def test_a_report_with_every_run_left_out_is_a_config_error(tmp_path: Path, caps
     assert "left out: shaky/" in captured.out
     assert "--include-untrusted to use them" in captured.err
     assert not (tmp_path / "out").exists()
+
+
+VLLM_TIMED = {
+    "ready_s": 95.72,
+    "health_s": 95.3,
+    "first_answer_s": 0.42,
+    "model_load_seconds": 68.4,
+    "torch_compile_seconds": 12.5,
+    "graph_capture_seconds": 4.0,
+}
+
+
+def test_the_start_up_line_splits_vllm_into_load_compile_and_graphs_and_the_rest() -> None:
+    """95.72 s in all: 68.4 s load, 12.5 + 4.0 s compile and graphs, 10.82 s the rest."""
+    record = deployments.deployment("vllm", startup=VLLM_TIMED)
+    assert report_data.startup_text(record) == (
+        "unit start to first answer 95.7 s (load 68.4 s, compile and graphs 16.5 s, rest 10.8 s)"
+    )
+
+
+def test_the_start_up_line_of_llamacpp_and_ollama_splits_health_and_first_answer() -> None:
+    """Without vLLM's log figures: the health wait and the first answer; Ollama's holds its model load."""
+    timed = {"ready_s": 3.57, "health_s": 3.2, "first_answer_s": 0.37}
+    assert report_data.startup_text(deployments.deployment("llamacpp", startup=timed)) == (
+        "unit start to first answer 3.6 s (health 3.2 s, first answer 0.37 s)"
+    )
+    assert report_data.startup_text(deployments.deployment("ollama", startup=timed)) == (
+        "unit start to first answer 3.6 s (health 3.2 s, first answer 0.37 s, which loads the model)"
+    )
+
+
+def test_an_unmeasured_start_up_says_why() -> None:
+    untimed = {"ready_s": None, "ready_reason": "the unit was restarted by the watchdog"}
+    assert report_data.startup_text(deployments.deployment("vllm", startup=untimed)) == (
+        "not measured: the unit was restarted by the watchdog"
+    )
+    assert report_data.startup_text(deployments.deployment("vllm")) == (
+        "not measured: recorded before start-ups were timed"
+    )
+    assert report_data.startup_text(None) == "not recorded (no deployment.json)"
+
+
+def test_the_card_shows_the_newest_runs_start_up(tmp_path: Path) -> None:
+    """Two runs of one tag, each on its own start of the engine: the card shows the newest one's."""
+    older = deployments.record("vllm", startup={**VLLM_TIMED, "ready_s": 120.0})
+    file_run(tmp_path, make_run("t", [Shape(20.0, 2.0)], 1, deployment=older))
+    newer = deployments.record("vllm", startup=VLLM_TIMED)
+    file_run(tmp_path, make_run("t", [Shape(20.0, 2.0)], 2, started_at="2026-11-02T10:00:00+00:00", deployment=newer))
+    card = report_data.card("t", store.runs(tmp_path, "t"), capacity="", probes="", ttfo=(None, None))
+    assert card.startup.startswith("unit start to first answer 95.7 s (load 68.4 s")
+    assert ("start-up", card.startup) in page.card_rows(card)
