@@ -35,7 +35,7 @@ from bench.measure.metrics import RequestRecord
 from bench.measure.run import agent_script as script
 from bench.measure.run.loops import LevelRun, LevelSpec, extra_body, measured, together
 from bench.measure.run.prompts import Calibration, PromptFactory, new_salt
-from bench.measure.run.workloads import Driver, Option, RunOptions, Workload, register, spec
+from bench.measure.run.workloads import Driver, Option, RunOptions, Workload, at_least_one, register, spec
 from bench.measure.stream.client import ChatClient
 from bench.measure.telemetry import server
 
@@ -237,9 +237,8 @@ class Agent(Workload):
         )
 
     def levels(self, options: RunOptions) -> list[LevelSpec]:
+        at_least_one("--concurrency", options.ints("concurrency"), "level")
         (at_once,) = options.ints("concurrency")
-        if at_once < 1:
-            raise ConfigError(f"--concurrency: every level must be at least 1, got [{at_once}]")
         agent = self.shape(options)
         agent.check()
         warm = spec(

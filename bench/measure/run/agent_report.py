@@ -8,17 +8,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from bench.measure.metrics import Summary
 from bench.measure.run.agent_sessions import AgentSessions
+from bench.measure.run.figures import fmt, p50
 from bench.measure.run.results import AgentTurn, LevelResult
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
-
-
-def _p(summary: Summary | None, digits: int = 1) -> str:
-    return "-" if summary is None else _fmt(summary.p50, digits)
 
 
 def print_agent(console: Console, levels: list[LevelResult]) -> None:
@@ -48,9 +40,9 @@ def _print_turns(console: Console, turns: list[AgentTurn], note: str) -> None:
         table.add_row(
             str(row.turn),
             str(row.requests),
-            _fmt(row.prompt_tokens_mean, 0),
-            _p(row.ttft_ms),
-            _fmt(row.cached_tokens_mean, 0),
+            fmt(row.prompt_tokens_mean, 0),
+            p50(row.ttft_ms),
+            fmt(row.cached_tokens_mean, 0),
             "-" if hit is None else f"{hit:.0%}",
         )
     console.print(table)

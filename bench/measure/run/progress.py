@@ -10,9 +10,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.measure.metrics import RequestRecord, Summary
+from bench.measure.metrics import RequestRecord
 from bench.measure.run.agent_report import print_agent
 from bench.measure.run.benchmark import Progress as Hooks
+from bench.measure.run.figures import fmt, p50
 from bench.measure.run.loops import LevelSpec
 from bench.measure.run.results import LevelResult, RunResult
 from bench.measure.telemetry.gpu import GpuAbsent
@@ -62,14 +63,6 @@ class LiveProgress:
         self._bar.stop()
 
 
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
-
-
-def _p(summary: Summary | None, digits: int = 1) -> str:
-    return "-" if summary is None else _fmt(summary.p50, digits)
-
-
 SUMMARY_COLUMNS = ("level", "in", "ok", "TTFT", "TPOT", "tok/s", "out tok/s", "stall", "trusted")
 SUMMARY_CAPTION = "times in ms; TTFT, TPOT, tok/s: per-stream medians; stall: longest gap"
 
@@ -81,11 +74,11 @@ def summary_row(level: LevelResult) -> tuple[str, ...]:
         level.label,
         str(level.tokens.input_target),
         f"{requests.successful}/{requests.total}",
-        _p(latency.ttft_ms),
-        _p(latency.tpot_ms, digits=2),
-        _p(level.decode_tps),
-        _fmt(level.throughput.output_tps),
-        _fmt(level.stall_max_ms, digits=0),
+        p50(latency.ttft_ms),
+        p50(latency.tpot_ms, digits=2),
+        p50(level.decode_tps),
+        fmt(level.throughput.output_tps),
+        fmt(level.stall_max_ms, digits=0),
         "yes" if not level.untrusted_because else "no",
     )
 
@@ -168,21 +161,21 @@ def _print_facts(console: Console, result: RunResult) -> None:
     elif gpu is not None:
         for card in gpu.gpus:
             console.print(
-                f"GPU {card.index} {card.name}: {_fmt(card.power_w_mean)} W mean, "
-                f"{_fmt(card.utilization_pct_mean)} % busy, SM clock min {_fmt(card.sm_clock_mhz_min, 0)} MHz, "
+                f"GPU {card.index} {card.name}: {fmt(card.power_w_mean)} W mean, "
+                f"{fmt(card.utilization_pct_mean)} % busy, SM clock min {fmt(card.sm_clock_mhz_min, 0)} MHz, "
                 f"throttle reasons {card.throttle_reasons_seen:#x}"
             )
         console.print(
-            f"energy {_fmt(gpu.energy_j)} J, {_fmt(gpu.tokens_per_joule, 2)} tokens per joule; single-stream "
-            f"decode at {_fmt((gpu.decode_fraction_of_bound or 0) * 100)} % of the memory-bandwidth bound "
-            f"({_fmt(gpu.decode_bound_tps)} tok/s)"
+            f"energy {fmt(gpu.energy_j)} J, {fmt(gpu.tokens_per_joule, 2)} tokens per joule; single-stream "
+            f"decode at {fmt((gpu.decode_fraction_of_bound or 0) * 100)} % of the memory-bandwidth bound "
+            f"({fmt(gpu.decode_bound_tps)} tok/s)"
         )
     native = result.ollama_native
     if native:
         console.print(
             f"Ollama's own timings ({native.requests} native requests): decode "
-            f"{_fmt(native.server_decode_tps_p50)} tok/s server-side, {_fmt(native.client_decode_tps_p50)} "
-            f"measured from the stream (ratio {_fmt(native.client_over_server, 3)})"
+            f"{fmt(native.server_decode_tps_p50)} tok/s server-side, {fmt(native.client_decode_tps_p50)} "
+            f"measured from the stream (ratio {fmt(native.client_over_server, 3)})"
         )
         for warning in native.warnings:
             console.print(f"[yellow]Ollama cross-check: {warning}[/yellow]")

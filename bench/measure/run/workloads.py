@@ -161,7 +161,7 @@ def spec(
     )
 
 
-def _at_least_one(flag: str, values: tuple[int, ...] | tuple[float, ...], what: str) -> None:
+def at_least_one(flag: str, values: tuple[int, ...] | tuple[float, ...], what: str) -> None:
     if any(value < 1 for value in values):
         raise ConfigError(f"{flag}: every {what} must be at least 1, got {list(values)}")
 
@@ -198,7 +198,7 @@ class Sweep(Workload):
 
     def levels(self, options: RunOptions) -> list[LevelSpec]:
         streams = options.ints("concurrency")
-        _at_least_one("--concurrency", streams, "level")
+        at_least_one("--concurrency", streams, "level")
         return [spec(options, options.input_tokens, streams=c, requests=max(options.requests, 4 * c)) for c in streams]
 
 
@@ -236,7 +236,7 @@ class Context(Workload):
 
     def levels(self, options: RunOptions) -> list[LevelSpec]:
         lengths = options.ints("contexts")
-        _at_least_one("--context", lengths, "prompt length")
+        at_least_one("--context", lengths, "prompt length")
         return [spec(options, length, streams=1) for length in lengths]
 
 
