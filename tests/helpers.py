@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -289,3 +290,17 @@ def free_ports(count: int = 1) -> list[int]:
     finally:
         for probe in probes:
             probe.close()
+
+
+def chat(base_url: str, key: str, messages: list[dict[str, str]], *, timeout_s: float = 60) -> str:
+    """One chat completion of at most 8 tokens at temperature 0 from ``base_url`` (no /v1), with
+    the API key; the answer's text."""
+    body = {"model": "gemma3-270m", "messages": messages, "max_tokens": 8, "temperature": 0}
+    request = urllib.request.Request(
+        f"{base_url}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        answer: str = json.load(response)["choices"][0]["message"]["content"]
+        return answer

@@ -31,7 +31,7 @@ import pytest
 
 from tests.ansible.test_reverse_proxy import _caddy
 from tests.ansible.test_reverse_proxy import _render as _render_caddyfile
-from tests.helpers import BIN, REPO, playbook_dump
+from tests.helpers import BIN, REPO, chat, playbook_dump
 from tests.integration.test_real_engines import KEY, Server, _free_port, start_llamacpp
 from tests.result_files import load_result
 
@@ -141,15 +141,7 @@ def _bench(base_url: str, results: Path, *args: str, ok: tuple[int, ...] = (0,))
 
 
 def _chat(url: str, messages: list[dict[str, str]]) -> str:
-    body = {"model": "gemma3-270m", "messages": messages, "max_tokens": 8, "temperature": 0}
-    request = urllib.request.Request(
-        f"{url}/v1/chat/completions",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as response:
-        answer: str = json.load(response)["choices"][0]["message"]["content"]
-        return answer
+    return chat(url, KEY, messages)
 
 
 def _served_by(group: Group, send: Callable[[], object]) -> str:
