@@ -192,6 +192,17 @@ def running(name: str) -> bool:
     return done.returncode == 0 and done.stdout.strip() == "true"
 
 
+def address(name: str) -> str:
+    """The container's address on the podman bridge (what another box and a firewall see)."""
+    done = subprocess.run(
+        ["podman", "container", "inspect", "--format", "{{.NetworkSettings.IPAddress}}", name],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
 def remove(name: str) -> None:
     # -t 0: the box is thrown away, no need to wait for a clean stop.
     subprocess.run(["podman", "rm", "-f", "-t", "0", name], capture_output=True, check=False)

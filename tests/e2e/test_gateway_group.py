@@ -16,7 +16,6 @@ These tests run in file order and share the two containers.
 from __future__ import annotations
 
 import json
-import re
 import socket
 import subprocess
 import time
@@ -30,8 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.box import API_PORT, Box, cpu_host_vars, remove, rig_environment, start
+from tests.box import API_PORT, Box, address, cpu_host_vars, remove, rig_environment, start
 from tests.helpers import BIN, REPO, PlaybookRun, chat
+from tests.integration.test_gateway import PROCESSED
 from tests.result_files import load_result
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +41,6 @@ ROUTER_URL = "http://127.0.0.1:8100"  # vLLM Router on box1's loopback (gateway_
 ROUTER_METRICS = "http://127.0.0.1:8101/metrics"  # and its metrics (gateway_metrics_port)
 LLAMACPP = "http://127.0.0.1:8081"  # llama.cpp on each box's loopback (llamacpp_port)
 KEY = "e2eGroupKey4Rt8Wq2Lm6Vx9Pz"  # the group's one key, in both boxes' host_vars
-PROCESSED = re.compile(r'^vllm_router_processed_requests_total\{worker="([^"]+)"\} (\d+)', re.MULTILINE)
 # How soon a box that answers again is back in rotation, as docs/gateway.md states it for the
 # role's defaults (two passed checks 5 s apart). How soon a dead one is out is the gateway host's
 # record (deployment.json's gateway.out_of_rotation_s, 13 s with the defaults).
@@ -93,16 +92,6 @@ class Group:
         return {name: by_url[self.box_url(name)] for name in self.boxes}
 
 
-def _address(name: str) -> str:
-    done = subprocess.run(
-        ["podman", "container", "inspect", "--format", "{{.NetworkSettings.IPAddress}}", name],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Group]:
     try:
@@ -123,7 +112,7 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Group]:
             )
             for host, name in names.items()
         }
-        addresses = {host: _address(name) for host, name in names.items()}
+        addresses = {host: address(name) for host, name in names.items()}
         inventory = tmp / "inventory"
         (inventory / "host_vars").mkdir(parents=True)
         hosts: dict[str, Any] = {}
